@@ -1,0 +1,44 @@
+# Two commands: `make book` builds the HTML book, `make test` checks everything CI checks.
+# Both create a virtual environment in .venv (if missing) and install the pinned, tested stack.
+VENV   ?= .venv
+PYTHON ?= python3
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+# pytest-xdist workers; --dist loadscope keeps each notebook's cells on one worker, in order.
+JOBS   ?= 2
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+.PHONY: install book test unit notebooks book-strict benchmarks-smoke clean
+
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# torch first, pinned to the CPU build: an unpinned torch pulls gigabytes of CUDA packages.
+	$(BIN)/python -m pip install -q -c constraints.txt torch==2.13.0
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[test]"
+	# The notebooks' kernel ("python3") is this environment's Python.
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (mini_bert)"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+book: install
+	$(BIN)/jupyter-book build .
+	@echo "open _build/html/index.html"
+
+unit: install
+	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadscope
+
+notebooks: install
+	$(BIN)/python -m pytest $(NBVAL) chapters -n $(JOBS) --dist loadscope
+
+book-strict: install
+	rm -rf _build
+	$(BIN)/jupyter-book build -W -n --keep-going .
+
+benchmarks-smoke: install
+	@for b in benchmarks/*.py; do echo "== $$b --smoke"; $(BIN)/python $$b --smoke || exit 1; done
+
+test: unit notebooks book-strict benchmarks-smoke
+
+clean:
+	rm -rf _build .pytest_cache

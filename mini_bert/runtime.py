@@ -1,0 +1,39 @@
+"""Run helpers: which device to use, and seeding for reproducible runs."""
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+DEVICE_ENV = "MINI_BERT_DEVICE"
+
+
+def pick_device(prefer: str | None = None) -> torch.device:
+    """CUDA if present, then Apple's MPS, then the CPU.
+
+    `prefer` (or the environment variable MINI_BERT_DEVICE) overrides the choice, e.g. "cpu" to
+    reproduce the book's CPU numbers on a machine that has a GPU.
+    """
+    choice = prefer or os.environ.get(DEVICE_ENV)
+    if choice:
+        device = torch.device(choice)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {choice!r} was asked for ({DEVICE_ENV} or prefer=) but CUDA is not available; use 'cpu'")
+        if device.type == "mps" and not torch.backends.mps.is_available():
+            raise ValueError(f"device {choice!r} was asked for ({DEVICE_ENV} or prefer=) but MPS is not available; use 'cpu'")
+        return device
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def seed_everything(seed: int) -> torch.Generator:
+    """Seed Python, NumPy and torch (all devices); return a torch.Generator seeded the same way."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    return torch.Generator().manual_seed(seed)
