@@ -1,0 +1,315 @@
+"""mini_bert.hf: converting to and from Hugging Face transformers is exact.
+
+Every test builds small, randomly initialised transformers models (no downloads) and checks
+behaviour: the converted model computes the same numbers, and a round trip returns the very
+same tensors.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach the network
+
+import pytest
+import torch
+
+from mini_bert import hf
+from mini_bert.config import BertConfig
+from mini_bert.model import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification, BertModel
+
+transformers = pytest.importorskip("transformers")
+
+TOL = 1e-5  # float32
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """These models are tiny: a second thread only adds synchronisation (and, on a busy
+    2-core machine, OpenMP spin-waits that make each forward pass 100x slower)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+# Small configurations with awkward sizes: 3 heads of 16, I=100, a prime vocabulary.
+CASES = {
+    "bert-odd": ("bert", dict(vocab_size=97, hidden_size=48, num_attention_heads=3, intermediate_size=100,
+                              num_hidden_layers=3, max_position_embeddings=40, hidden_act="gelu")),
+    "bert-1layer": ("bert", dict(vocab_size=61, hidden_size=32, num_attention_heads=4, intermediate_size=40,
+                                 num_hidden_layers=1, max_position_embeddings=16, type_vocab_size=3,
+                                 hidden_act="gelu_new", pad_token_id=3)),
+    "albert-none": ("albert", dict(vocab_size=101, embedding_size=16, hidden_size=64, num_attention_heads=4,
+                                   intermediate_size=96, num_hidden_layers=3, num_hidden_groups=3,
+                                   max_position_embeddings=24)),
+    "albert-all": ("albert", dict(vocab_size=89, embedding_size=24, hidden_size=40, num_attention_heads=5,
+                                  intermediate_size=72, num_hidden_layers=4, num_hidden_groups=1,
+                                  max_position_embeddings=20, hidden_act="relu")),
+    "roberta": ("roberta", dict(vocab_size=97, hidden_size=48, num_attention_heads=3, intermediate_size=100,
+                                num_hidden_layers=2, max_position_embeddings=34, type_vocab_size=1,
+                                pad_token_id=1, layer_norm_eps=1e-5)),
+}
+PAIRS = [(case, suffix) for case, (family, _) in CASES.items() for suffix in hf.SUPPORTED[family]]
+
+
+def randomize(module: torch.nn.Module, seed: int) -> None:
+    """Replace every parameter by random numbers, so that a swapped bias or LayerNorm shows up
+    (fresh models have zero biases and unit LayerNorms)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():  # each tied or shared tensor once
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+
+
+def hf_config(case: str, **changes):
+    family, fields = CASES[case]
+    return getattr(transformers, hf.CLASS_PREFIX[family] + "Config")(**{**fields, **changes},
+                                                                     attn_implementation="eager")
+
+
+def hf_model(case: str, suffix: str, seed: int = 0, **changes):
+    family, _ = CASES[case]
+    model = getattr(transformers, hf.CLASS_PREFIX[family] + suffix)(hf_config(case, **changes))
+    randomize(model, seed)
+    return model.eval()
+
+
+def batch(case: str, seed: int = 1):
+    """A padded batch: rows with 12, 9, 2 and 7 real tokens, the rest padding, mixed segments."""
+    family, fields = CASES[case]
+    g = torch.Generator().manual_seed(seed)
+    pad = fields.get("pad_token_id", 1 if family == "roberta" else 0)
+    V, T = fields["vocab_size"], fields.get("type_vocab_size", 2)
+    lengths, L = [12, 9, 2, 7], 12
+    ids = torch.randint(0, V - 1, (len(lengths), L), generator=g)
+    ids = ids + (ids >= pad).long()  # real tokens are never the padding id
+    mask = torch.zeros_like(ids)
+    segments = torch.randint(0, T, ids.shape, generator=g)
+    for row, n in enumerate(lengths):
+        mask[row, :n] = 1
+        ids[row, n:] = pad
+        segments[row, n:] = 0
+    return ids, mask, segments
+
+
+def max_diff(a, b) -> float:
+    if isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        return max(max_diff(x, y) for x, y in zip(a, b))
+    assert a.shape == b.shape
+    return (a - b).abs().max().item()
+
+
+def compare(ours, theirs, ids, mask, segments) -> dict[str, float]:
+    """Max abs difference of every output the two models share."""
+    with torch.no_grad():
+        o = ours(ids, attention_mask=mask, token_type_ids=segments, output_hidden_states=True, output_attentions=True)
+        t = theirs(input_ids=ids, attention_mask=mask, token_type_ids=segments,
+                   output_hidden_states=True, output_attentions=True)
+    diffs = {"hidden_states": max_diff(o.hidden_states, t.hidden_states),
+             "attentions": max_diff(o.attentions, t.attentions)}
+    if isinstance(ours, BertModel):
+        diffs["last_hidden_state"] = max_diff(o.last_hidden_state, t.last_hidden_state)
+        if ours.pooler is not None:
+            diffs["pooler"] = max_diff(o.pooler_output, t.pooler_output)
+    elif isinstance(ours, BertForSequenceClassification):
+        diffs["classifier"] = max_diff(o.logits, t.logits)
+    else:
+        diffs["mlm"] = max_diff(o.mlm_logits, t.logits if isinstance(ours, BertForMaskedLM) else t.prediction_logits)
+    if isinstance(ours, BertForPreTraining):
+        sentence = t.seq_relationship_logits if hasattr(t, "seq_relationship_logits") else t.sop_logits
+        diffs["sentence"] = max_diff(o.sentence_logits, sentence)
+    return diffs
+
+
+# ----------------------------------------------------------------------------- same numbers
+@pytest.mark.parametrize("case, suffix", PAIRS)
+def test_from_transformers_computes_the_same_outputs(case, suffix):
+    theirs = hf_model(case, suffix)
+    ours = hf.from_transformers(theirs)
+    expected_class = {s: c for c, s in hf.HEAD_SUFFIX.items()}[suffix]
+    assert type(ours) is expected_class
+    assert not ours.training  # the mode follows the transformers model (eval here)
+    diffs = compare(ours, theirs, *batch(case))
+    assert len(diffs) >= 3  # hidden states, attentions, and at least one head or pooler
+    assert max(diffs.values()) <= TOL, diffs
+
+
+@pytest.mark.parametrize("case", ["bert-odd", "roberta"])
+def test_base_model_without_pooler(case):
+    family, _ = CASES[case]
+    theirs = getattr(transformers, hf.CLASS_PREFIX[family] + "Model")(hf_config(case), add_pooling_layer=False).eval()
+    randomize(theirs, 3)
+    ours = hf.from_transformers(theirs)
+    assert ours.pooler is None
+    assert max(compare(ours, theirs, *batch(case)).values()) <= TOL
+    assert hf.to_transformers(ours).pooler is None
+
+
+def test_padding_queries_and_roberta_positions_match():
+    # RoBERTa numbers positions from pad+1 and skips padding: a shifted batch must not matter.
+    theirs = hf_model("roberta", "Model")
+    ours = hf.from_transformers(theirs)
+    ids, mask, _ = batch("roberta")
+    with torch.no_grad():
+        a = ours(ids, attention_mask=mask).last_hidden_state
+        b = theirs(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert max_diff(a, b) <= TOL
+    assert ours.embeddings.position_ids(ids)[2, :3].tolist() == [2, 3, 1]  # 2 real tokens, then pad=1
+
+
+def test_float64_conversion_keeps_dtype_and_agrees_to_1e12():
+    theirs = hf_model("bert-odd", "ForPreTraining").double()
+    ours = hf.from_transformers(theirs)
+    assert next(ours.parameters()).dtype == torch.float64
+    assert max(compare(ours, theirs, *batch("bert-odd")).values()) <= 1e-12
+
+
+def test_activation_names_map_to_the_right_gelu():
+    for name, ours in [("gelu", "gelu"), ("gelu_new", "gelu_tanh"), ("gelu_pytorch_tanh", "gelu_tanh"), ("relu", "relu")]:
+        assert hf.config_from_transformers(hf_config("bert-odd", hidden_act=name)).hidden_act == ours
+    assert hf.config_to_transformers(BertConfig(hidden_act="gelu")).hidden_act == "gelu"
+    assert hf.config_to_transformers(BertConfig(hidden_act="gelu_tanh")).hidden_act in ("gelu_new", "gelu_pytorch_tanh")
+    # And the mapping matters: exact and tanh GELU differ by more than the tolerance,
+    # yet each converted model matches its own twin.
+    exact = hf_model("bert-odd", "ForMaskedLM", seed=5, hidden_act="gelu")
+    tanh = hf_model("bert-odd", "ForMaskedLM", seed=5, hidden_act="gelu_new")
+    ids, mask, segments = batch("bert-odd")
+    with torch.no_grad():
+        gap = max_diff(exact(input_ids=ids, attention_mask=mask).logits, tanh(input_ids=ids, attention_mask=mask).logits)
+    assert gap > 10 * TOL
+    for theirs in (exact, tanh):
+        assert max(compare(hf.from_transformers(theirs), theirs, ids, mask, segments).values()) <= TOL
+
+
+# ----------------------------------------------------------------------------- round trips
+def assert_same_state(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
+OUR_CONFIGS = {
+    "bert": BertConfig(vocab_size=97, hidden_size=48, num_attention_heads=3, intermediate_size=100,
+                       num_hidden_layers=3, max_position_embeddings=40, hidden_act="gelu_tanh"),
+    "roberta": BertConfig.from_preset("roberta-base", vocab_size=53, hidden_size=32, num_attention_heads=2,
+                                      intermediate_size=50, num_hidden_layers=2, max_position_embeddings=22),
+    "albert-all": BertConfig.from_preset("albert-base", vocab_size=71, embedding_size=8, hidden_size=32,
+                                         num_attention_heads=4, intermediate_size=60, num_hidden_layers=3),
+    "albert-none": BertConfig.from_preset("albert-base", vocab_size=71, embedding_size=40, hidden_size=32,
+                                          num_attention_heads=4, intermediate_size=60, num_hidden_layers=2,
+                                          sharing="none"),
+}
+OUR_PAIRS = [(name, cls) for name in OUR_CONFIGS for cls in hf.HEAD_SUFFIX
+             if hf.HEAD_SUFFIX[cls] in hf.SUPPORTED[hf.infer_kind(OUR_CONFIGS[name])]]
+
+
+@pytest.mark.parametrize("name, cls", OUR_PAIRS)
+def test_ours_to_transformers_and_back_is_exact(name, cls):
+    cfg = OUR_CONFIGS[name]
+    ours = cls(cfg).eval()
+    randomize(ours, 7)
+    theirs = hf.to_transformers(ours, attn_implementation="eager")
+    assert type(theirs).__name__.startswith(hf.CLASS_PREFIX[hf.infer_kind(cfg)])
+    back = hf.from_transformers(theirs)
+    assert type(back) is cls and back.config == cfg
+    assert_same_state(ours.state_dict(), back.state_dict())
+    # The converted model also computes the same numbers.
+    ids = torch.randint(cfg.pad_token_id + 1, cfg.vocab_size, (2, 6))
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
+    ids[1, 4:] = cfg.pad_token_id
+    assert max(compare(ours, theirs, ids, mask, torch.zeros_like(ids)).values()) <= TOL
+
+
+@pytest.mark.parametrize("case, suffix", PAIRS)
+def test_transformers_to_ours_and_back_is_exact(case, suffix):
+    theirs = hf_model(case, suffix)
+    back = hf.to_transformers(hf.from_transformers(theirs))
+    assert type(back) is type(theirs)
+    assert_same_state(theirs.state_dict(), back.state_dict())
+
+
+# ----------------------------------------------------------------------------- structure survives
+@pytest.mark.parametrize("case", ["bert-odd", "albert-all", "roberta"])
+def test_decoder_stays_tied_in_both_directions(case):
+    theirs = hf_model(case, "ForMaskedLM")
+    ours = hf.from_transformers(theirs)
+    assert ours.mlm.word_embeddings.weight is ours.bert.embeddings.word.weight
+    back = hf.to_transformers(ours)
+    assert back.get_output_embeddings().weight is back.get_input_embeddings().weight
+    # Tied means one tensor: editing the embedding moves the decoder too.
+    with torch.no_grad():
+        back.get_input_embeddings().weight[5].add_(1.0)
+    assert torch.equal(back.get_output_embeddings().weight[5], back.get_input_embeddings().weight[5])
+
+
+def test_albert_sharing_maps_to_groups():
+    shared = hf.from_transformers(hf_model("albert-all", "Model"))
+    layers = shared.encoder.layers
+    assert shared.config.sharing == "all"
+    assert all(layer.attention is layers[0].attention and layer.ffn is layers[0].ffn for layer in layers)
+    separate = hf.from_transformers(hf_model("albert-none", "Model"))
+    layers = separate.encoder.layers
+    assert separate.config.sharing == "none" and len(layers) == 3
+    assert not torch.equal(layers[0].ffn.up.weight, layers[2].ffn.up.weight)
+    theirs = hf.to_transformers(separate)
+    assert theirs.config.num_hidden_groups == 3 and theirs.config.inner_group_num == 1
+    assert hf.to_transformers(shared).config.num_hidden_groups == 1
+
+
+def test_infer_kind_picks_the_family():
+    assert hf.infer_kind(BertConfig.from_preset("tiny")) == "bert"
+    assert hf.infer_kind(BertConfig.from_preset("roberta-base")) == "roberta"
+    assert hf.infer_kind(BertConfig.from_preset("albert-base")) == "albert"
+    assert hf.infer_kind(BertConfig.from_preset("tiny", embedding_size=64)) == "albert"
+
+
+# ----------------------------------------------------------------------------- clear errors
+@pytest.mark.parametrize("field, value", [
+    ("is_decoder", True), ("add_cross_attention", True),
+    ("position_embedding_type", "relative_key"), ("hidden_act", "silu"),
+])
+def test_unsupported_transformers_features_name_the_field(field, value):
+    config = hf_config("bert-odd")
+    setattr(config, field, value)
+    with pytest.raises(ValueError, match=field):
+        hf.config_from_transformers(config)
+
+
+@pytest.mark.parametrize("changes, field", [
+    (dict(inner_group_num=2), "inner_group_num"),
+    (dict(num_hidden_layers=4, num_hidden_groups=2), "num_hidden_groups"),
+])
+def test_unsupported_albert_grouping(changes, field):
+    with pytest.raises(ValueError, match=field):
+        hf.config_from_transformers(hf_config("albert-none", **changes))
+
+
+def test_untied_decoder_is_refused():
+    theirs = hf_model("bert-odd", "ForMaskedLM", tie_word_embeddings=False)
+    with pytest.raises(ValueError, match="tie_word_embeddings"):
+        hf.from_transformers(theirs)
+
+
+def test_unsupported_classes_and_kinds():
+    with pytest.raises(ValueError, match="BertForTokenClassification is not supported"):
+        hf.from_transformers(transformers.BertForTokenClassification(hf_config("bert-odd")))
+    roberta = OUR_CONFIGS["roberta"]
+    with pytest.raises(ValueError, match="RobertaForPreTraining"):
+        hf.to_transformers(BertForPreTraining(roberta))
+    with pytest.raises(ValueError, match="sharing='attention'"):
+        hf.to_transformers(BertModel(OUR_CONFIGS["albert-none"].replace(sharing="attention")))
+    with pytest.raises(ValueError, match="embedding_size"):
+        hf.to_transformers(BertModel(OUR_CONFIGS["albert-all"]), kind="bert")
+    with pytest.raises(ValueError, match="embedding_size=None"):
+        hf.to_transformers(BertModel(OUR_CONFIGS["bert"].replace(sharing="all")))
+    with pytest.raises(ValueError, match="exact GELU"):
+        hf.to_transformers(BertForMaskedLM(roberta.replace(hidden_act="relu")))
+
+
+def test_missing_transformers_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "transformers", None)  # makes `import transformers` fail
+    with pytest.raises(ImportError, match="pip install transformers"):
+        hf.config_to_transformers(BertConfig.from_preset("tiny"))
+    with pytest.raises(ImportError, match="pip install transformers"):
+        hf.to_transformers(BertModel(BertConfig.from_preset("tiny", num_hidden_layers=1)))
