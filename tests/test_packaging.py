@@ -1,0 +1,23 @@
+"""The package installs on its own (`pip install git+<repo>`), with only mini_bert inside."""
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_wheel_holds_mini_bert_and_nothing_else(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+    wheel = next(tmp_path.glob("mini_bert-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    top_level = {n.split("/")[0] for n in names if not n.startswith("mini_bert-")}
+    assert top_level == {"mini_bert"}, top_level  # not chapters/, tests/ or benchmarks/
+    for module in ("model.py", "config.py", "hf.py", "tokenization.py", "exercises/__init__.py"):
+        assert f"mini_bert/{module}" in names
+    metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
+    requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    torch = [r for r in requires if r.split()[1].startswith("torch")]
+    assert torch and "==" not in torch[0], torch  # a range, never a pin: Colab brings its own torch
+    assert not any(r.split()[1].startswith("transformers") and "extra" not in r for r in requires)
