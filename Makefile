@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install book test unit notebooks book-strict benchmarks-smoke clean
+.PHONY: install artifacts book test unit notebooks book-strict benchmarks-smoke clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,11 @@ book: install
 unit: install
 	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadscope
 
-notebooks: install
+# Build the cached artifacts the chapters share once, before two notebooks race to build them.
+artifacts: install
+	$(BIN)/python -c "from mini_bert import tokenization, bpe; tokenization.default_tokenizer(); bpe.default_bpe_tokenizer()"
+
+notebooks: artifacts
 	$(BIN)/python -m pytest $(NBVAL) chapters -n $(JOBS) --dist loadscope
 
 book-strict: install
