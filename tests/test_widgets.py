@@ -1,0 +1,189 @@
+"""The masking widget: built, driven from code, and checked against mini_bert's masking."""
+from __future__ import annotations
+
+import re
+
+import ipywidgets
+import pytest
+import torch
+
+from mini_bert import widgets
+from mini_bert.masking import KEPT, MASKED, RANDOM, UNTOUCHED, MaskingConfig, SpecialTokens, mask_tokens
+from mini_bert.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
+
+TEXT = "The printing press is a machine that transfers ink onto paper by applying pressure"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    """A small vocabulary that splits some words into pieces (so whole-word masking matters)."""
+    words = ("the print ##ing press is a machine that transfer ##s in ##k onto paper by apply pressure "
+             "un ##believ ##able < > &").split()
+    filler = [f"w{i}" for i in range(200)]  # room for random replacements
+    return WordPieceTokenizer([*SPECIAL_TOKENS, *words, *filler])
+
+
+@pytest.fixture
+def panel(tokenizer):
+    return widgets.masking_widget(tokenizer, text=TEXT)
+
+
+def boxes(html):
+    """The token boxes of the view: (what the model sees, original or '') per token."""
+    return re.findall(r'font-family:monospace;line-height:1.2">(.*?)<br><span[^>]*>(.*?)</span></span>', html)
+
+
+def test_builds_from_widgets_of_ipywidgets_7_and_8(panel):
+    assert isinstance(panel, ipywidgets.VBox)
+    used = {type(w).__name__ for w in _walk(panel)}
+    # Only widgets that exist, with the same meaning, in ipywidgets 7.7 and 8.
+    assert used <= {"VBox", "HBox", "Textarea", "FloatSlider", "IntSlider", "Checkbox", "HTML", "MaskingWidget"}
+    assert panel.ratio.min == 0.05 and panel.ratio.max == 0.8 and panel.ratio.value == 0.15
+    assert (panel.mask_share.value, panel.random_share.value, panel.keep_share.value) == (0.8, 0.1, 0.1)
+    assert repr(panel) == "MaskingWidget(ratio=0.15, shares=(0.80, 0.10, 0.10), mode='token', seed=0)"
+
+
+def _walk(widget):
+    yield widget
+    for child in getattr(widget, "children", ()):
+        yield from _walk(child)
+
+
+def test_view_matches_mask_tokens(panel, tokenizer):
+    ids = torch.tensor([tokenizer.cls_id, *tokenizer.encode(TEXT), tokenizer.sep_id])
+    special = SpecialTokens.from_tokenizer(tokenizer)
+    expected = mask_tokens(ids, special, MaskingConfig(), generator=torch.Generator().manual_seed(0))
+    shown = [tokenizer.ids_to_tokens[i] for i in expected.input_ids]
+    assert [b[0] for b in boxes(panel.view.value)] == shown
+    n = len(ids) - 2
+    assert panel.counts == {
+        "tokens": n, "selected": round(0.15 * n), "masked": int((expected.categories == MASKED).sum()),
+        "random": int((expected.categories == RANDOM).sum()), "kept": int((expected.categories == KEPT).sum()),
+    }
+    assert widgets.masking_summary(panel.result) in panel.view.value
+
+
+def test_changing_ratio_and_seed_updates_view_and_counts(panel):
+    n = panel.counts["tokens"]
+    before = panel.view.value
+    panel.ratio.value = 0.5
+    assert panel.counts["selected"] == round(0.5 * n)
+    assert panel.view.value != before
+    assert f"{round(0.5 * n)} of {n} tokens selected" in panel.view.value
+    # Every target shows its original piece underneath; untouched tokens show nothing there.
+    assert sum(1 for _, below in boxes(panel.view.value) if below != "&nbsp;") == round(0.5 * n)
+    at_seed_0 = panel.view.value
+    panel.seed.value = 1
+    assert panel.view.value != at_seed_0 and panel.counts["selected"] == round(0.5 * n)
+    panel.seed.value = 0
+    assert panel.view.value == at_seed_0  # the same settings give the same mask
+
+
+def test_colours_follow_categories(panel):
+    panel.ratio.value = 0.8
+    html = panel.view.value
+    result = panel.result
+    for category, name in [(MASKED, "masked"), (RANDOM, "random"), (KEPT, "kept"), (UNTOUCHED, "untouched")]:
+        n = sum(1 for c, s in zip(result.categories, result.special) if c == category and not s)
+        assert html.count(f"background:{widgets.MASKING_COLORS[category]};border:1px solid") == n, name
+
+
+def test_share_sliders_always_sum_to_one(panel):
+    def shares():
+        return panel.mask_share.value, panel.random_share.value, panel.keep_share.value
+
+    panel.mask_share.value = 0.6  # the other two keep their 1:1 proportion
+    assert shares() == (0.6, 0.2, 0.2)
+    panel.random_share.value = 0.0  # its share goes to the others, in proportion 0.6 : 0.2
+    assert shares() == (0.75, 0.0, 0.25)
+    panel.keep_share.value = 1.0
+    assert shares() == (0.0, 0.0, 1.0)
+    panel.mask_share.value = 0.5  # keep had it all, so keep gets all of the rest
+    assert shares() == (0.5, 0.0, 0.5)
+    panel.mask_share.value = 1.0
+    panel.mask_share.value = 0.5  # both others at 0: they split the rest equally
+    assert shares() == (0.5, 0.25, 0.25)
+    for value in (0.33, 0.07, 0.99):
+        panel.random_share.value = value
+        assert abs(sum(shares()) - 1) < 1e-9
+    config = panel.config
+    assert abs(config.mask_share + config.random_share + config.keep_share - 1) < 1e-9
+
+
+def test_all_mask_and_all_kept(panel):
+    panel.ratio.value = 0.5
+    panel.mask_share.value = 1.0
+    assert panel.counts["masked"] == panel.counts["selected"] and panel.counts["kept"] == 0
+    panel.keep_share.value = 1.0
+    assert panel.counts["kept"] == panel.counts["selected"] and panel.counts["masked"] == 0
+    # Kept targets look like the original token, but still carry a label underneath.
+    assert all(shown == below for shown, below in boxes(panel.view.value) if below != "&nbsp;")
+
+
+def test_whole_word_and_span_switches(panel, tokenizer):
+    panel.ratio.value = 0.4
+    panel.whole_word.value = True
+    assert panel.config.mode == "whole_word"
+    result = panel.result
+    selected = [c != UNTOUCHED for c in result.categories]
+    for i, token in enumerate(result.tokens):
+        if token.startswith("##"):  # a piece is chosen exactly when the piece before it is
+            assert selected[i] == selected[i - 1]
+    panel.span.value = True
+    assert panel.config.mode == "span" and panel.whole_word.disabled
+    panel.span.value = False
+    assert panel.config.mode == "whole_word" and not panel.whole_word.disabled
+
+
+def test_text_box(panel):
+    panel.text.value = "unbelievable"
+    assert [t for t in panel.result.tokens] == ["[CLS]", "un", "##believ", "##able", "[SEP]"]
+    assert panel.counts["selected"] == 1  # at least one target, even in a short text
+    panel.text.value = "   "
+    assert panel.result is None and panel.counts == {} and "Type some text" in panel.view.value
+    panel.text.value = "<b>press</b> & paper"  # text is escaped, never interpreted as HTML
+    assert panel.result.tokens[1] == "<" and panel.result.tokens[3] == ">"
+    shown = [b[0] for b in boxes(panel.view.value)]
+    assert "&lt;" in shown and "&gt;" in shown and "&amp;" in shown and "<" not in shown
+    panel.text.value = " ".join(["press"] * (widgets.MAX_TOKENS + 10))
+    assert panel.result.truncated and f"first {widgets.MAX_TOKENS} tokens" in panel.view.value
+
+
+def test_settings_at_construction(tokenizer):
+    panel = widgets.masking_widget(tokenizer, text=TEXT, ratio=0.3, shares=(2, 1, 1), whole_word=True, seed=4)
+    assert panel.config == MaskingConfig(ratio=0.3, mask_share=0.5, random_share=0.25, keep_share=0.25,
+                                         mode="whole_word")
+    assert panel.seed.value == 4
+
+
+def test_static_twin_draws_the_same_view(tokenizer):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    result = widgets.mask_text(TEXT, tokenizer, MaskingConfig(ratio=0.4), seed=2)
+    ax = widgets.plot_masked_tokens(result, width=40)
+    texts = [t.get_text() for t in ax.texts]
+    # One label per token with what the model sees, plus the original under every target.
+    assert sorted(texts) == sorted(result.shown + [t for t, c in zip(result.tokens, result.categories) if c])
+    assert ax.get_title(loc="left") == widgets.masking_summary(result)
+    assert len(widgets.masking_legend_handles()) == 4
+    plt.close("all")
+
+
+def test_default_text_is_a_corpus_sentence():
+    text = widgets.default_masking_text()
+    from mini_bert.data import load_corpus
+
+    assert any(text in doc.sentences for doc in load_corpus())
+    assert text.startswith("A printing press")
+
+
+def test_widget_state_can_be_embedded(panel):
+    from ipywidgets.embed import embed_data
+
+    panel.ratio.value = 0.4
+    state = embed_data(views=[panel])["manager_state"]["state"]
+    html_values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
+    assert panel.view.value in html_values  # the saved page shows the last view
