@@ -1,0 +1,51 @@
+"""The book's conventions, checked on every chapter notebook (nbval checks that they run)."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("*.ipynb"))
+
+
+def load(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def source(cell):
+    return "".join(cell["source"])
+
+
+def test_every_chapter_is_in_the_toc_in_order():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    listed = [entry["file"] for part in toc["parts"] for entry in part["chapters"]]
+    assert listed == [f"chapters/{p.stem}" for p in CHAPTERS]
+    assert toc["root"] == "intro" and (ROOT / "intro.md").exists()
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_conventions(path):
+    nb = load(path)
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    first = nb["cells"][0]
+    # The Colab setup cell: hidden in the book, installs from the repository only inside Colab.
+    assert first["cell_type"] == "code" and "remove-cell" in first["metadata"].get("tags", [])
+    assert 'if "google.colab" in sys.modules:' in source(first)
+    assert source(first) == source(load(CHAPTERS[0])["cells"][0]), "copy chapter 1's Colab cell"
+    markdown = "\n".join(source(c) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert re.search(r"^# \d+\. ", markdown, re.M), "the chapter opens with '# N. Title'"
+    assert re.search(r"[Rr]uns in about", markdown), "say how long the chapter runs on a 2-core CPU"
+    assert "{glue:" in markdown, "numbers about our runs are glued, not typed"
+    assert "```{exercise}" in markdown or ":::{exercise}" in markdown
+    assert ":class: dropdown" in markdown, "solutions are hidden behind a toggle"
+    assert "solution-start" not in markdown, "the split solution form crashes sphinx-exercise"
+    code = [c for c in nb["cells"] if c["cell_type"] == "code" and source(c).strip()]
+    assert all(c.get("execution_count") for c in code), "commit the outputs of a full run"
+    counts = [c["execution_count"] for c in code]
+    assert counts == sorted(counts), "run the notebook top to bottom"
+    assert any("assert " in source(c) for c in code), "claims are asserted in cells"
+    for cell in code:
+        for out in cell.get("outputs", []):
+            assert out["output_type"] != "error" or "raises-exception" in cell["metadata"].get("tags", [])
