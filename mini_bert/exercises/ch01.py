@@ -11,35 +11,12 @@ from typing import Callable
 
 import torch
 
+from ._common import _call, _report
+
 IGNORE_INDEX = -100  # "no loss here", as in torch's cross_entropy and mini_bert
 
 
 # ----------------------------------------------------------------------------- helpers
-def _report(name: str, problems: list[str], passed: list[str]) -> bool:
-    """Print the report of one checker; True when nothing is wrong."""
-    if problems and all("NotImplementedError" in line for line in problems):
-        print(f"{name}: not written yet (your function raises NotImplementedError). "
-              "Replace the `raise` line with your code and run the checker again.")
-        return False
-    for line in passed:
-        print(f"  ok: {line}")
-    for line in problems:
-        print(f"  WRONG: {line}")
-    if problems:
-        print(f"{name}: {len(problems)} problem(s); fix the first one and run the checker again.")
-        return False
-    print(f"{name}: all {len(passed)} checks passed.")
-    return True
-
-
-def _call(fn: Callable, *args):
-    """(result, None) or (None, a message naming the error)."""
-    try:
-        return fn(*args), None
-    except Exception as error:  # the student's code may raise anything
-        return None, f"{type(error).__name__}: {error}"
-
-
 def _as_tensor_problem(got, expected: torch.Tensor, dtype_hint: str) -> str | None:
     """A message if `got` is not a tensor of the expected shape and dtype, else None."""
     if not isinstance(got, torch.Tensor):

@@ -10,34 +10,9 @@ import unicodedata
 from typing import Callable
 
 from ..tokenization import _build_encoding, _strip_accents, wordpiece
+from ._common import _call, _report
 
 UNK = "[UNK]"
-
-
-# ----------------------------------------------------------------------------- helpers
-def _report(name: str, problems: list[str], passed: list[str]) -> bool:
-    """Print the report of one checker; True when nothing is wrong."""
-    if problems and all("NotImplementedError" in line for line in problems):
-        print(f"{name}: not written yet (your function raises NotImplementedError). "
-              "Replace the `raise` line with your code and run the checker again.")
-        return False
-    for line in passed:
-        print(f"  ok: {line}")
-    for line in problems:
-        print(f"  WRONG: {line}")
-    if problems:
-        print(f"{name}: {len(problems)} problem(s); fix the first one and run the checker again.")
-        return False
-    print(f"{name}: all {len(passed)} checks passed." if len(passed) > 1 else f"{name}: the check passed.")
-    return True
-
-
-def _call(fn: Callable, *args):
-    """(result, None) or (None, a message naming the error)."""
-    try:
-        return fn(*args), None
-    except Exception as error:  # the student's code may raise anything
-        return None, f"{type(error).__name__}: {error}"
 
 
 # ----------------------------------------------------------------------------- exercise 1

@@ -5,8 +5,6 @@ one line per case ("ok" or what is wrong, with a hint) and returns True when eve
 """
 from __future__ import annotations
 
-import functools
-import math
 from typing import Callable
 
 import torch
@@ -14,28 +12,7 @@ import torch.nn.functional as F
 
 from ..config import BertConfig
 from ..params import formula_parameters
-from .ch02 import _call, _report
-
-ATOL = 1e-5
-
-
-def _close(a, b, atol: float = ATOL) -> bool:
-    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
-            and torch.allclose(a.double(), b.double(), atol=atol, rtol=1e-4))
-
-
-def _keeps_random_state(checker: Callable) -> Callable:
-    """Run a checker without moving the caller's torch random state, so that calling a checker
-    in a notebook does not change the numbers of the cells after it."""
-    @functools.wraps(checker)
-    def wrapper(*args, **kwargs):
-        with torch.random.fork_rng(devices=[]):
-            return checker(*args, **kwargs)
-    return wrapper
-
-
-def _shape(x) -> str:
-    return str(tuple(x.shape)) if isinstance(x, torch.Tensor) else type(x).__name__
+from ._common import _call, _close, _keeps_random_state, _report, _shape
 
 
 # ----------------------------------------------------------------------------- exercise 1

@@ -5,7 +5,6 @@ one line per case ("ok" or what is wrong, with a hint) and returns True when eve
 """
 from __future__ import annotations
 
-import functools
 import math
 from typing import Callable
 
@@ -13,51 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-ATOL = 1e-5
-
-
-# ----------------------------------------------------------------------------- helpers
-def _report(name: str, problems: list[str], passed: list[str]) -> bool:
-    if problems and all("NotImplementedError" in line for line in problems):
-        print(f"{name}: not written yet (your function raises NotImplementedError). "
-              "Replace the `raise` line with your code and run the checker again.")
-        return False
-    for line in passed:
-        print(f"  ok: {line}")
-    for line in problems:
-        print(f"  WRONG: {line}")
-    if problems:
-        print(f"{name}: {len(problems)} problem(s); fix the first one and run the checker again.")
-        return False
-    print(f"{name}: all {len(passed)} checks passed.")
-    return True
-
-
-def _call(fn: Callable, *args):
-    """(result, None) or (None, a message naming the error)."""
-    try:
-        return fn(*args), None
-    except Exception as error:  # the student's code may raise anything
-        return None, f"{type(error).__name__}: {error}"
-
-
-def _close(a, b, atol: float = ATOL) -> bool:
-    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
-            and torch.allclose(a.float(), b.float(), atol=atol, rtol=1e-4))
-
-
-def _generator(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def _keeps_random_state(checker: Callable) -> Callable:
-    """Run a checker without moving the caller's torch random state (building a layer draws from it),
-    so calling a checker in a notebook does not change the numbers of the cells after it."""
-    @functools.wraps(checker)
-    def wrapper(*args, **kwargs):
-        with torch.random.fork_rng(devices=[]):
-            return checker(*args, **kwargs)
-    return wrapper
+from ._common import _call, _close, _generator, _keeps_random_state, _report, _shape
 
 
 # ----------------------------------------------------------------------------- exercise 1
@@ -152,8 +107,8 @@ def check_split_merge_heads(split_heads: Callable, merge_heads: Callable) -> boo
     if error:
         problems.append(f"split_heads(x, {A}) raised {error}")
     elif not isinstance(heads, torch.Tensor) or heads.shape != (B, A, L, D):
-        shape = tuple(heads.shape) if isinstance(heads, torch.Tensor) else type(heads).__name__
-        problems.append(f"split_heads(x, {A}) on x of shape {(B, L, H)} gave {shape}, expected {(B, A, L, D)} = (B, A, L, D)")
+        problems.append(f"split_heads(x, {A}) on x of shape {(B, L, H)} gave {_shape(heads)}, "
+                        f"expected {(B, A, L, D)} = (B, A, L, D)")
     elif torch.equal(heads, x.view(B, A, L, D)):
         problems.append("split_heads has the right shape but mixes positions and heads: x.view(B, A, L, D) "
                         "cuts the flat memory in the wrong places. View as (B, L, A, D) first, then transpose(1, 2)")
@@ -170,8 +125,7 @@ def check_split_merge_heads(split_heads: Callable, merge_heads: Callable) -> boo
         hint = " (a transposed tensor is not contiguous: use .reshape, or .contiguous().view)" if "view" in error else ""
         problems.append(f"merge_heads raised {error}{hint}")
     elif not isinstance(merged, torch.Tensor) or merged.shape != (B, L, H):
-        shape = tuple(merged.shape) if isinstance(merged, torch.Tensor) else type(merged).__name__
-        problems.append(f"merge_heads on (B, A, L, D) = {(B, A, L, D)} gave {shape}, expected {(B, L, H)}")
+        problems.append(f"merge_heads on (B, A, L, D) = {(B, A, L, D)} gave {_shape(merged)}, expected {(B, L, H)}")
     elif not torch.equal(merged, x):
         problems.append("merge_heads has the right shape but the wrong contents: transpose(1, 2) back to "
                         "(B, L, A, D) before reshaping to (B, L, H)")
@@ -210,8 +164,7 @@ def check_gelu_tanh(fn: Callable) -> bool:
     if error:
         problems.append(f"fn(x) raised {error}")
     elif not isinstance(out, torch.Tensor) or out.shape != x.shape:
-        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        problems.append(f"fn(x) for x of shape {tuple(x.shape)} gave {shape}; apply the formula elementwise")
+        problems.append(f"fn(x) for x of shape {tuple(x.shape)} gave {_shape(out)}; apply the formula elementwise")
     elif _close(out, expected, atol=1e-6):
         passed.append("matches the tanh approximation on [-6, 6] (to 1e-6)")
     elif _close(out, F.gelu(x), atol=1e-6):

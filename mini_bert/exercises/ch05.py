@@ -11,7 +11,7 @@ import torch
 
 from ..config import BertConfig
 from ..params import count_on_meta
-from .ch04 import _call, _close, _generator, _keeps_random_state, _report
+from ._common import _call, _close, _generator, _keeps_random_state, _report, _shape
 
 
 def _count(cfg: BertConfig) -> int:
@@ -143,8 +143,7 @@ def check_mean_pooling(fn: Callable) -> bool:
     if error:
         problems.append(f"fn(hidden, mask) raised {error}")
     elif not isinstance(out, torch.Tensor) or out.shape != expected.shape:
-        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        problems.append(f"for hidden (3, 6, 8) the result has shape {shape}, expected (3, 8): average over dim=1")
+        problems.append(f"for hidden (3, 6, 8) the result has shape {_shape(out)}, expected (3, 8): average over dim=1")
     elif _close(out, expected):
         passed.append("averages over real tokens only, for sequences with 0, 3 and 5 padding tokens")
     elif _close(out, hidden.mean(1)):
@@ -209,8 +208,7 @@ def check_tied_mlm_logits(fn: Callable) -> bool:
             hint = " (F.linear(h, W, b) computes h @ W.T + b; the table is (V, H))" if "shape" in error or "size" in error else ""
             problems.append(f"fn(hidden, head) raised {error}{hint}")
         elif not isinstance(out, torch.Tensor) or out.shape != expected.shape:
-            shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            problems.append(f"the logits have shape {shape}, expected (B, L, V) = {tuple(expected.shape)}")
+            problems.append(f"the logits have shape {_shape(out)}, expected (B, L, V) = {tuple(expected.shape)}")
         elif _close(out, expected):
             passed.append("equals the MLMHead's output")
         elif _close(out, head.norm(head.act(h)) @ table.T):

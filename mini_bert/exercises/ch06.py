@@ -8,30 +8,14 @@ Each prints what passed or what is wrong (with a hint) and returns True or False
 """
 from __future__ import annotations
 
+import functools
 import random
 
 import torch
 
+from ._common import _call, _fail, _report
+
 __all__ = ["check_replace_selected", "check_count_distinct_masks", "check_word_groups"]
-
-
-def _fail(message: str, hint: str | None = None) -> bool:
-    print(f"✗ {message}")
-    if hint:
-        print(f"  hint: {hint}")
-    return False
-
-
-def _ok(message: str) -> None:
-    print(f"✓ {message}")
-
-
-def _call(fn, *args):
-    """Run the student's function; return (result, None) or (None, error message)."""
-    try:
-        return fn(*args), None
-    except Exception as err:  # the student's code may raise anything
-        return None, f"{type(err).__name__}: {err}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -49,26 +33,28 @@ def check_replace_selected(replace_selected) -> bool:
     Targets (selected=True) become mask_id with probability 0.8, a random id from normal_ids with
     probability 0.1, and stay as they are with probability 0.1; other positions never change.
     """
+    passed: list[str] = []
+    fail = functools.partial(_fail, "check_replace_selected", passed)
     # 1. Shape, untouched positions, no mutation of the input.
     ids = [12, 500, 37, 999, 64, 64, 128, 256]
     selected = [False, True, False, True, False, True, False, False]
     original = list(ids)
     out, err = _call(replace_selected, ids, selected, MASK_ID, NORMAL_IDS, random.Random(0))
     if err:
-        return _fail(f"replace_selected raised {err}", "it takes (input_ids, selected, mask_id, normal_ids, rng).")
+        return fail(f"replace_selected raised {err}", "it takes (input_ids, selected, mask_id, normal_ids, rng).")
     if ids != original:
-        return _fail("replace_selected changed the input list in place",
-                     "build a new list (out = list(input_ids)) and change that.")
+        return fail("replace_selected changed the input list in place",
+                    "build a new list (out = list(input_ids)) and change that.")
     try:
         out = [int(t) for t in out]
     except Exception:
-        return _fail(f"expected a list of ints, got {type(out).__name__}")
+        return fail(f"expected a list of ints, got {type(out).__name__}")
     if len(out) != len(ids):
-        return _fail(f"the result has {len(out)} ids, the input {len(ids)}", "replace in place, one id per input id.")
+        return fail(f"the result has {len(out)} ids, the input {len(ids)}", "replace in place, one id per input id.")
     changed = [i for i, s in enumerate(selected) if not s and out[i] != ids[i]]
     if changed:
-        return _fail(f"positions that were not selected changed: {changed}", "only targets may change.")
-    _ok("same length, non-targets unchanged, input not modified")
+        return fail(f"positions that were not selected changed: {changed}", "only targets may change.")
+    passed.append("same length, non-targets unchanged, input not modified")
 
     # 2. The shares, over 20,000 targets. Ids are drawn far from NORMAL_IDS, so a random
     # replacement can never equal the original by chance.
@@ -80,7 +66,7 @@ def check_replace_selected(replace_selected) -> bool:
         seq = [5000 + (s * length + i) % 3000 for i in range(length)]
         out, err = _call(replace_selected, seq, [True] * length, MASK_ID, NORMAL_IDS, rng)
         if err:
-            return _fail(f"replace_selected raised {err}")
+            return fail(f"replace_selected raised {err}")
         for before, after in zip(seq, out):
             after = int(after)
             if after == MASK_ID:
@@ -89,8 +75,8 @@ def check_replace_selected(replace_selected) -> bool:
                 counts["kept"] += 1
             else:
                 if after not in _NORMAL_SET:
-                    return _fail(f"a target became {after}, which is neither [MASK], the original, nor in normal_ids",
-                                 "draw random replacements from normal_ids, e.g. rng.choice(normal_ids).")
+                    return fail(f"a target became {after}, which is neither [MASK], the original, nor in normal_ids",
+                                "draw random replacements from normal_ids, e.g. rng.choice(normal_ids).")
                 counts["random"] += 1
                 random_ids.add(after)
     total = n_seq * length
@@ -99,16 +85,15 @@ def check_replace_selected(replace_selected) -> bool:
     measured = ", ".join(f"{k} {100 * shares[k]:.1f}%" for k in expected)
     for k, want in expected.items():
         if abs(shares[k] - want) > 0.015:
-            return _fail(f"over {total} targets: {measured}; expected 80% / 10% / 10%",
-                         "draw one number u per target: u < 0.8 -> [MASK], u < 0.9 -> random, else keep. "
-                         "Two separate draws give 80% and then 10% of the remaining 20%.")
-    _ok(f"shares over {total} targets: {measured}")
+            return fail(f"over {total} targets: {measured}; expected 80% / 10% / 10%",
+                        "draw one number u per target: u < 0.8 -> [MASK], u < 0.9 -> random, else keep. "
+                        "Two separate draws give 80% and then 10% of the remaining 20%.")
+    passed.append(f"shares over {total} targets: {measured}")
     if len(random_ids) < 200:
-        return _fail(f"only {len(random_ids)} different random ids in {counts['random']} random replacements",
-                     "draw a new random id for every replaced token, from the whole of normal_ids.")
-    _ok(f"random replacements spread over {len(random_ids)} different ids")
-    print("All checks passed.")
-    return True
+        return fail(f"only {len(random_ids)} different random ids in {counts['random']} random replacements",
+                    "draw a new random id for every replaced token, from the whole of normal_ids.")
+    passed.append(f"random replacements spread over {len(random_ids)} different ids")
+    return _report("check_replace_selected", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -140,6 +125,8 @@ def _reference_count(dataset, index, epochs):
 
 def check_count_distinct_masks(count_distinct_masks) -> bool:
     """Check count_distinct_masks(dataset, index, epochs) -> int on static and dynamic datasets."""
+    passed: list[str] = []
+    fail = functools.partial(_fail, "check_count_distinct_masks", passed)
     cases = [
         ("static masking, 1 copy", dict(dynamic=False, static_copies=1), 2, 12),
         ("static masking, 4 copies", dict(dynamic=False, static_copies=4), 3, 12),
@@ -152,16 +139,15 @@ def check_count_distinct_masks(count_distinct_masks) -> bool:
         if err:
             hint = ("tensors cannot go into a set; convert with tuple(t.tolist())." if "unhashable" in err
                     else "it takes (dataset, index, epochs).")
-            return _fail(f"{name}: count_distinct_masks raised {err}", hint)
+            return fail(f"{name}: count_distinct_masks raised {err}", hint)
         if isinstance(got, torch.Tensor):
             got = got.item()
         if got != want:
             hint = "call dataset.set_epoch(epoch) before reading the example in each epoch." if got == 1 else \
                 "compare the masked input ids (dataset[index]['input_ids']) across epochs, and count each mask once."
-            return _fail(f"{name}, {epochs} epochs: got {got}, expected {want}", hint)
-        _ok(f"{name}, {epochs} epochs: {got} distinct masks")
-    print("All checks passed.")
-    return True
+            return fail(f"{name}, {epochs} epochs: got {got}, expected {want}", hint)
+        passed.append(f"{name}, {epochs} epochs: {got} distinct masks")
+    return _report("check_count_distinct_masks", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -181,25 +167,26 @@ _WORD_CASES = [
 
 def check_word_groups(word_groups) -> bool:
     """Check word_groups(tokens) -> list of lists of positions, one list per word."""
+    passed: list[str] = []
+    fail = functools.partial(_fail, "check_word_groups", passed)
     for tokens, want in _WORD_CASES:
         got, err = _call(word_groups, list(tokens))
         if err:
-            return _fail(f"word_groups({tokens}) raised {err}",
-                         "an empty list or a first token starting with ## must work too." if not tokens or
-                         tokens[0].startswith("##") else None)
+            return fail(f"word_groups({tokens}) raised {err}",
+                        "an empty list or a first token starting with ## must work too." if not tokens or
+                        tokens[0].startswith("##") else None)
         if isinstance(got, (list, tuple)) and any(
                 isinstance(x, str) for g in got if isinstance(g, (list, tuple)) for x in g):
-            return _fail(f"word_groups({tokens}) returned {got!r}", "return positions (0, 1, 2, ...), not the tokens.")
+            return fail(f"word_groups({tokens}) returned {got!r}", "return positions (0, 1, 2, ...), not the tokens.")
         try:
             got = [[int(i) for i in group] for group in got]
         except Exception:
-            return _fail(f"word_groups({tokens}) returned {got!r}; expected a list of lists of positions")
+            return fail(f"word_groups({tokens}) returned {got!r}; expected a list of lists of positions")
         if got != want:
             if tokens and tokens[0].startswith("##"):
                 hint = "a ## piece with nothing before it starts a group of its own."
             else:
                 hint = "a token starting with ## joins the previous group; every other token starts a new one."
-            return _fail(f"word_groups({tokens}) = {got}, expected {want}", hint)
-    _ok(f"{len(_WORD_CASES)} token lists grouped correctly")
-    print("All checks passed.")
-    return True
+            return fail(f"word_groups({tokens}) = {got}, expected {want}", hint)
+    passed.append(f"{len(_WORD_CASES)} token lists grouped correctly")
+    return _report("check_word_groups", [], passed)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 
-from .ch06 import _call, _fail, _ok
+from ._common import _call, _fail, _report
 
 __all__ = ["check_make_sop_pair", "check_jaccard", "check_is_order_blind", "check_order_feature"]
 
@@ -31,33 +31,34 @@ def _sop_pair(a, b, swap, cls_id, sep_id):
 
 def check_make_sop_pair(make_sop_pair) -> bool:
     """Check make_sop_pair(segment_a, segment_b, swap, cls_id, sep_id) -> (input_ids, token_type_ids, label)."""
+    passed: list[str] = []
+    fail = functools.partial(_fail, "check_make_sop_pair", passed)
     cases = [([7, 8, 9], [20, 21], False), ([7, 8, 9], [20, 21], True), ([5], [6, 6, 6, 6], True),
              ([5], [6, 6, 6, 6], False), ([30, 31], [40], True)]
     for a, b, swap in cases:
         got, err = _call(make_sop_pair, list(a), list(b), swap, CLS_ID, SEP_ID)
         if err:
-            return _fail(f"make_sop_pair({a}, {b}, swap={swap}) raised {err}",
-                         "it takes (segment_a, segment_b, swap, cls_id, sep_id).")
+            return fail(f"make_sop_pair({a}, {b}, swap={swap}) raised {err}",
+                        "it takes (segment_a, segment_b, swap, cls_id, sep_id).")
         try:
             ids, types, label = got
             ids, types, label = [int(t) for t in ids], [int(t) for t in types], int(label)
         except Exception:
-            return _fail(f"make_sop_pair returned {got!r}", "return a tuple (input_ids, token_type_ids, label).")
+            return fail(f"make_sop_pair returned {got!r}", "return a tuple (input_ids, token_type_ids, label).")
         want_ids, want_types, want_label = _sop_pair(a, b, swap, CLS_ID, SEP_ID)
         where = f"make_sop_pair({a}, {b}, swap={swap})"
         if ids != want_ids:
             hint = ("with swap=True, B comes first: [CLS] B [SEP] A [SEP]." if swap
                     else "the input is [CLS] A [SEP] B [SEP], with one [SEP] after each segment.")
-            return _fail(f"{where}: input_ids {ids}, expected {want_ids}", hint)
+            return fail(f"{where}: input_ids {ids}, expected {want_ids}", hint)
         if label != want_label:
-            return _fail(f"{where}: label {label}, expected {want_label}", "0 for the original order, 1 for swapped.")
+            return fail(f"{where}: label {label}, expected {want_label}", "0 for the original order, 1 for swapped.")
         if types != want_types:
-            return _fail(f"{where}: token_type_ids {types}, expected {want_types}",
-                         "0 for [CLS], the first segment and its [SEP]; 1 for the second segment and the final "
-                         "[SEP]. The ids follow the position, not which segment it is.")
-    _ok(f"{len(cases)} pairs built correctly, in order and swapped")
-    print("All checks passed.")
-    return True
+            return fail(f"{where}: token_type_ids {types}, expected {want_types}",
+                        "0 for [CLS], the first segment and its [SEP]; 1 for the second segment and the final "
+                        "[SEP]. The ids follow the position, not which segment it is.")
+    passed.append(f"{len(cases)} pairs built correctly, in order and swapped")
+    return _report("check_make_sop_pair", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -77,22 +78,23 @@ _JACCARD_CASES = [
 
 def check_jaccard(jaccard) -> bool:
     """Check jaccard(a_tokens, b_tokens) -> |set(a) & set(b)| / |set(a) | set(b)| (0.0 if both empty)."""
+    passed: list[str] = []
+    fail = functools.partial(_fail, "check_jaccard", passed)
     for a, b, want in _JACCARD_CASES:
         got, err = _call(jaccard, list(a), list(b))
         if err:
             hint = "two empty lists have an empty union: return 0.0 there." if "division" in err else None
-            return _fail(f"jaccard({a}, {b}) raised {err}", hint)
+            return fail(f"jaccard({a}, {b}) raised {err}", hint)
         try:
             got = float(got)
         except Exception:
-            return _fail(f"jaccard({a}, {b}) returned {got!r}, expected a number")
+            return fail(f"jaccard({a}, {b}) returned {got!r}, expected a number")
         if not math.isclose(got, want, abs_tol=1e-9):
             hint = ("count distinct tokens: use sets, so repeated tokens count once." if len(set(a)) != len(a)
                     else "shared distinct tokens divided by all distinct tokens of either list.")
-            return _fail(f"jaccard({a}, {b}) = {got:.4f}, expected {want:.4f}", hint)
-    _ok(f"{len(_JACCARD_CASES)} cases correct, including repeated tokens and empty lists")
-    print("All checks passed.")
-    return True
+            return fail(f"jaccard({a}, {b}) = {got:.4f}, expected {want:.4f}", hint)
+    passed.append(f"{len(_JACCARD_CASES)} cases correct, including repeated tokens and empty lists")
+    return _report("check_jaccard", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -125,12 +127,14 @@ def _sighted_features():
 
 def check_is_order_blind(is_order_blind) -> bool:
     """Check is_order_blind(featurize, pairs) -> True iff featurize(a, b) == featurize(b, a) on every pair."""
+    passed: list[str] = []
+    fail = functools.partial(_fail, "check_is_order_blind", passed)
     for expected, featurizers in [(True, _blind_features()), (False, _sighted_features())]:
         for name, featurize in featurizers.items():
             got, err = _call(is_order_blind, featurize, [(list(a), list(b)) for a, b in _PAIRS])
             if err:
-                return _fail(f"is_order_blind raised {err} on the features '{name}'",
-                             "call featurize(a, b) and featurize(b, a) for each (a, b) in pairs.")
+                return fail(f"is_order_blind raised {err} on the features '{name}'",
+                            "call featurize(a, b) and featurize(b, a) for each (a, b) in pairs.")
             if got not in (True, False) or bool(got) != expected:
                 if expected:
                     hint = "compare featurize(a, b) with featurize(b, a): the same values, in the same order."
@@ -138,10 +142,9 @@ def check_is_order_blind(is_order_blind) -> bool:
                     hint = ("check every pair, not only the first: some features change on some pairs only."
                             if name != "both lengths, A first" else
                             "compare the feature lists element by element, not as sets or sorted.")
-                return _fail(f"features '{name}': got {got!r}, expected {expected}", hint)
-            _ok(f"'{name}' is {'order-blind' if expected else 'not order-blind'}")
-    print("All checks passed.")
-    return True
+                return fail(f"features '{name}': got {got!r}, expected {expected}", hint)
+            passed.append(f"'{name}' is {'order-blind' if expected else 'not order-blind'}")
+    return _report("check_is_order_blind", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -182,6 +185,9 @@ def check_order_feature(order_feature) -> bool:
     import numpy as np
     from sklearn.linear_model import LogisticRegression
 
+    passed: list[str] = []
+    fail = functools.partial(_fail, "check_order_feature", passed)
+
     train_pairs, train_labels, val_pairs, val_labels = _sop_token_pairs()
     rows = {}
     for name, pairs in [("training", train_pairs), ("validation", val_pairs)]:
@@ -189,33 +195,32 @@ def check_order_feature(order_feature) -> bool:
         for a, b in pairs:
             f, err = _call(order_feature, list(a), list(b))
             if err:
-                return _fail(f"order_feature raised {err} on a {name} pair", "it takes (a_tokens, b_tokens).")
+                return fail(f"order_feature raised {err} on a {name} pair", "it takes (a_tokens, b_tokens).")
             try:
                 f = [float(x) for x in f]
             except Exception:
-                return _fail(f"order_feature returned {f!r}", "return a list of numbers, e.g. [1.0, 0.0, -2.0].")
+                return fail(f"order_feature returned {f!r}", "return a list of numbers, e.g. [1.0, 0.0, -2.0].")
             features.append(f)
         sizes = {len(f) for f in features}
         if len(sizes) != 1:
-            return _fail(f"order_feature returned lists of different lengths {sorted(sizes)[:5]}",
-                         "return the same number of features for every pair.")
+            return fail(f"order_feature returned lists of different lengths {sorted(sizes)[:5]}",
+                        "return the same number of features for every pair.")
         size = sizes.pop()
         if not 1 <= size <= 20:
-            return _fail(f"order_feature returned {size} numbers; the exercise allows 1 to 20",
-                         "a few well-chosen features are enough (see section 7.3).")
+            return fail(f"order_feature returned {size} numbers; the exercise allows 1 to 20",
+                        "a few well-chosen features are enough (see section 7.3).")
         rows[name] = np.array(features)
     if not np.all(np.isfinite(rows["training"])) or not np.all(np.isfinite(rows["validation"])):
-        return _fail("some features are not finite numbers (inf or nan)")
+        return fail("some features are not finite numbers (inf or nan)")
     swapped = [[float(x) for x in order_feature(b, a)] for a, b in val_pairs[:200]]
     if np.array_equal(np.array(swapped), rows["validation"][:200]):
-        return _fail("your features are the same for a pair and its swap, so no classifier can beat 50%",
-                     "use features that change when A and B trade places, e.g. (token in A) - (token in B).")
+        return fail("your features are the same for a pair and its swap, so no classifier can beat 50%",
+                    "use features that change when A and B trade places, e.g. (token in A) - (token in B).")
     model = LogisticRegression(max_iter=1000).fit(rows["training"], train_labels)
     accuracy = model.score(rows["validation"], val_labels)
     if accuracy < ORDER_FEATURE_TARGET:
-        return _fail(f"validation accuracy {accuracy:.3f}, below the target {ORDER_FEATURE_TARGET:.2f}",
-                     "look at section 7.3's lists of tokens that open a text and tokens that refer back.")
-    _ok(f"a logistic regression on your {size} features reaches {accuracy:.3f} on {len(val_pairs)} validation "
-        f"SOP pairs (chance is 0.5)")
-    print("All checks passed.")
-    return True
+        return fail(f"validation accuracy {accuracy:.3f}, below the target {ORDER_FEATURE_TARGET:.2f}",
+                    "look at section 7.3's lists of tokens that open a text and tokens that refer back.")
+    passed.append(f"a logistic regression on your {size} features reaches {accuracy:.3f} on {len(val_pairs)} "
+                  "validation SOP pairs (chance is 0.5)")
+    return _report("check_order_feature", [], passed)
