@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .cache import atomic_write_text, cache_dir, cache_key
-from .tokenization import Encoding, _build_encoding, _check_text, training_data_recipe, training_sentences
+from .tokenization import (Encoding, SpecialTokenIds, _build_encoding, _check_text, training_data_recipe,
+                           training_sentences)
 
 BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
 # RoBERTa's special tokens. RoBERTa has <s>=0 <pad>=1 </s>=2 <unk>=3 and <mask> last; we put all
@@ -240,8 +241,11 @@ def train_bpe(texts: Iterable[str], vocab_size: int = 8192, min_frequency: int =
 # ============================================================================================
 
 
-class BPETokenizer:
+class BPETokenizer(SpecialTokenIds):
     """A byte-level BPE tokenizer: a vocabulary (token -> id) and the ordered list of merges."""
+
+    # RoBERTa's <s> plays BERT's [CLS] role, </s> plays [SEP].
+    TOKENS = {"pad": PAD, "unk": UNK, "cls": BOS, "sep": EOS, "mask": MASK}
 
     def __init__(self, vocab: dict[str, int], merges: Sequence[tuple[str, str]]):
         missing = [t for t in SPECIAL_TOKENS if t not in vocab]
@@ -295,38 +299,12 @@ class BPETokenizer:
     # ---- the vocabulary --------------------------------------------------------------------
 
     @property
-    def vocab_size(self) -> int:
-        return len(self.vocab)
-
-    @property
     def bos_id(self) -> int:
-        return self.vocab[BOS]
+        return self.cls_id
 
     @property
     def eos_id(self) -> int:
-        return self.vocab[EOS]
-
-    cls_id = bos_id  # RoBERTa's <s> plays BERT's [CLS] role, </s> plays [SEP]
-    sep_id = eos_id
-
-    @property
-    def pad_id(self) -> int:
-        return self.vocab[PAD]
-
-    @property
-    def unk_id(self) -> int:
-        return self.vocab[UNK]
-
-    @property
-    def mask_id(self) -> int:
-        return self.vocab[MASK]
-
-    @property
-    def special_ids(self) -> set[int]:
-        return {self.vocab[t] for t in SPECIAL_TOKENS}
-
-    def __len__(self) -> int:
-        return self.vocab_size
+        return self.sep_id
 
     def __repr__(self) -> str:
         return f"BPETokenizer(vocab_size={self.vocab_size}, merges={len(self.merges)})"
@@ -378,17 +356,6 @@ class BPETokenizer:
     def tokenize(self, text: str) -> list[str]:
         """The tokens of `text` in stand-in characters: "Hello world" -> ["Hello", "Ġworld"]."""
         return [self.ids_to_tokens[i] for i in self.encode(text)]
-
-    def encode_batch(self, texts: Iterable[str], fast: bool = True) -> list[list[int]]:
-        """encode() for many texts; through `tokenizers` when installed and fast=True (same ids)."""
-        if isinstance(texts, str):
-            raise ValueError("encode_batch takes a list of texts, got one str; for one text use encode(text).")
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            _check_text(text, f"texts[{i}]")
-        if fast and importlib.util.find_spec("tokenizers") is not None:
-            return [e.ids for e in self.to_fast().encode_batch(texts, add_special_tokens=False)]
-        return [self.encode(t) for t in texts]
 
     def encode_pair(self, a: str, b: str | None = None, max_length: int | None = None,
                     pad_to: int | None = None) -> Encoding:

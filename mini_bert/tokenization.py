@@ -294,12 +294,68 @@ def _build_encoding(first: list[int], second: list[int] | None, cls_id: int, sep
     return Encoding(ids, types, mask, special)
 
 
-class WordPieceTokenizer:
+class SpecialTokenIds:
+    """What BERT's and RoBERTa's tokenizers share: the ids of their special tokens and batch
+    encoding. A subclass names its special-token strings (TOKENS) and defines encode() and
+    to_fast(); `self.vocab` maps token -> id."""
+
+    TOKENS: dict[str, str] = {}  # role ("pad", "unk", "cls", "sep", "mask") -> the token's text
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.vocab)
+
+    @property
+    def pad_id(self) -> int:
+        return self.vocab[self.TOKENS["pad"]]
+
+    @property
+    def unk_id(self) -> int:
+        return self.vocab[self.TOKENS["unk"]]
+
+    @property
+    def cls_id(self) -> int:
+        return self.vocab[self.TOKENS["cls"]]
+
+    @property
+    def sep_id(self) -> int:
+        return self.vocab[self.TOKENS["sep"]]
+
+    @property
+    def mask_id(self) -> int:
+        return self.vocab[self.TOKENS["mask"]]
+
+    @property
+    def special_ids(self) -> set[int]:
+        return {self.vocab[t] for t in self.TOKENS.values()}
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def encode_batch(self, texts: Iterable[str], fast: bool = True) -> list[list[int]]:
+        """encode() for many texts; with fast=True through the `tokenizers` library (same ids,
+        in Rust, on all cores) when it is installed, else the pure-Python encoder.
+
+        On our corpus the two are close: its text repeats the same words, so the pure-Python
+        word cache does most of the work (see benchmarks/tokenize_speed.py for the figures)."""
+        if isinstance(texts, str):
+            raise ValueError("encode_batch takes a list of texts, got one str; for one text use encode(text).")
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            _check_text(text, f"texts[{i}]")
+        if fast and _has_tokenizers():
+            return [e.ids for e in self.to_fast().encode_batch(texts, add_special_tokens=False)]
+        return [self.encode(t) for t in texts]
+
+
+class WordPieceTokenizer(SpecialTokenIds):
     """BERT's tokenizer: a vocabulary plus the normalisation and greedy longest-match above.
 
     Build one with `WordPieceTokenizer.from_vocab_file("vocab.txt")`, `train_wordpiece(texts, n)`,
     `default_tokenizer()` or `bert_base_uncased_tokenizer()`.
     """
+
+    TOKENS = {"pad": PAD, "unk": UNK, "cls": CLS, "sep": SEP, "mask": MASK}
 
     def __init__(self, tokens: Sequence[str], lowercase: bool = True):
         """`tokens`: the vocabulary, one entry per id (id = position), as in a vocab.txt file."""
@@ -350,37 +406,6 @@ class WordPieceTokenizer:
 
     # ---- the vocabulary --------------------------------------------------------------------
 
-    @property
-    def vocab_size(self) -> int:
-        return len(self.ids_to_tokens)
-
-    @property
-    def pad_id(self) -> int:
-        return self.vocab[PAD]
-
-    @property
-    def unk_id(self) -> int:
-        return self.vocab[UNK]
-
-    @property
-    def cls_id(self) -> int:
-        return self.vocab[CLS]
-
-    @property
-    def sep_id(self) -> int:
-        return self.vocab[SEP]
-
-    @property
-    def mask_id(self) -> int:
-        return self.vocab[MASK]
-
-    @property
-    def special_ids(self) -> set[int]:
-        return {self.vocab[t] for t in SPECIAL_TOKENS}
-
-    def __len__(self) -> int:
-        return self.vocab_size
-
     def __repr__(self) -> str:
         return f"WordPieceTokenizer(vocab_size={self.vocab_size}, lowercase={self.lowercase})"
 
@@ -425,21 +450,6 @@ class WordPieceTokenizer:
             _check_text(b, "b")
         return _build_encoding(self.encode(a), None if b is None else self.encode(b), self.cls_id,
                                self.sep_id, self.pad_id, max_length, pad_to)
-
-    def encode_batch(self, texts: Iterable[str], fast: bool = True) -> list[list[int]]:
-        """encode() for many texts; with fast=True through the `tokenizers` library (same ids,
-        in Rust, on all cores) when it is installed, else the pure-Python encoder.
-
-        On our corpus the two are close: its text repeats the same words, so the pure-Python
-        word cache does most of the work (see benchmarks/tokenize_speed.py for the figures)."""
-        if isinstance(texts, str):
-            raise ValueError("encode_batch takes a list of texts, got one str; for one text use encode(text).")
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            _check_text(text, f"texts[{i}]")
-        if fast and _has_tokenizers():
-            return [e.ids for e in self.to_fast().encode_batch(texts, add_special_tokens=False)]
-        return [self.encode(t) for t in texts]
 
     def to_fast(self):
         """The same tokenizer as a `tokenizers.Tokenizer` (normaliser, pre-tokeniser, WordPiece)."""
