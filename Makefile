@@ -38,6 +38,8 @@ notebooks: artifacts
 book-strict: install
 	rm -rf _build
 	$(BIN)/jupyter-book build -W -n --keep-going .
+	# What the rendered pages must contain (widget state, bertviz output), now that they exist.
+	$(BIN)/python -m pytest tests/test_rendering.py
 
 benchmarks-smoke: install
 	@for b in benchmarks/*.py; do echo "== $$b --smoke"; $(BIN)/python $$b --smoke || exit 1; done

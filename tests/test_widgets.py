@@ -187,3 +187,121 @@ def test_widget_state_can_be_embedded(panel):
     state = embed_data(views=[panel])["manager_state"]["state"]
     html_values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
     assert panel.view.value in html_values  # the saved page shows the last view
+
+
+# ============================================================================================
+# The attention-head explorer (chapter 9)
+# ============================================================================================
+
+EXPLORER_TEXT = "the printing press is a machine . it transfers ink onto paper"
+
+
+@pytest.fixture(scope="module")
+def small_models(tokenizer):
+    """Two small random mini_bert models of different shapes (a BertModel and a model with .bert)."""
+    from mini_bert.config import BertConfig
+    from mini_bert.model import BertForPreTraining, BertModel
+
+    def config(layers, heads):
+        return BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=8 * heads, num_hidden_layers=layers,
+                          num_attention_heads=heads, intermediate_size=32, max_position_embeddings=64)
+
+    torch.manual_seed(0)
+    big = BertModel(config(3, 4)).eval()
+    small = BertForPreTraining(config(2, 2)).eval()
+    return {"random A": (big, tokenizer), "random B": (small, tokenizer)}
+
+
+@pytest.fixture
+def explorer(small_models):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    return widgets.attention_explorer(small_models, text=EXPLORER_TEXT)
+
+
+def test_explorer_uses_widgets_of_ipywidgets_7_and_8(explorer):
+    assert isinstance(explorer, ipywidgets.VBox)
+    used = {type(w).__name__ for w in _walk(explorer)}
+    assert used <= {"VBox", "HBox", "Text", "Dropdown", "IntSlider", "HTML", "Output", "AttentionExplorer"}
+    assert list(explorer.model.options) == ["random A", "random B"]
+    assert (explorer.layer.max, explorer.head.max) == (2, 3)
+    assert repr(explorer).startswith("AttentionExplorer(model='random A', layer=0, head=0")
+
+
+def test_explorer_view_matches_the_model(explorer, small_models, tokenizer):
+    from mini_bert import attention_stats
+
+    model, _ = small_models["random A"]
+    tokens, enc = attention_stats.encode_sentence(tokenizer, EXPLORER_TEXT)
+    attn = attention_stats.attention_maps(model, enc.ids, enc.token_type_ids)[0]
+    view = explorer.view
+    assert view.tokens == tokens and torch.allclose(view.attention, attn[0, 0])
+    assert torch.allclose(view.attention.sum(-1), torch.ones(len(tokens)), atol=1e-5)
+    expected = attention_stats.head_summary(attn[0, 0].double(), tokens)
+    assert view.stats["entropy"] == pytest.approx(float(expected["entropy"]))
+    assert f"entropy <b>{view.stats['entropy']:.2f}</b>" in explorer.stats_html.value
+    # The picture is a PNG in the Output widget (set directly, so it is saved with the widget state).
+    assert len(explorer.plot.outputs) == 1 and "image/png" in explorer.plot.outputs[0]["data"]
+
+
+def test_explorer_follows_the_sliders(explorer):
+    before_html, before_png = explorer.stats_html.value, explorer.plot.outputs[0]["data"]["image/png"]
+    explorer.layer.value = 2
+    explorer.head.value = 3
+    assert (explorer.view.layer, explorer.view.head) == (2, 3)
+    assert "layer 2, head 3" in explorer.stats_html.value and explorer.stats_html.value != before_html
+    assert explorer.plot.outputs[0]["data"]["image/png"] != before_png
+    assert len(explorer.plot.outputs) == 1  # replaced, not appended
+    assert explorer.n_model_runs == 1  # moving the sliders reuses the cached attention maps
+
+
+def test_explorer_follows_the_text_and_the_model(explorer):
+    explorer.text.value = "the cat"
+    assert explorer.view.tokens[0] == "[CLS]" and explorer.view.tokens[-1] == "[SEP]"
+    assert len(explorer.view.tokens) == 2 + len(explorer.models["random A"][1].encode("the cat"))
+    assert explorer.n_model_runs == 2
+    explorer.layer.value, explorer.head.value = 2, 3
+    explorer.model.value = "random B"  # 2 layers x 2 heads: the sliders are clamped
+    assert (explorer.layer.max, explorer.head.max) == (1, 1)
+    assert (explorer.view.layer, explorer.view.head) == (explorer.layer.value, explorer.head.value) == (1, 1)
+    assert explorer.view.model_name == "random B" and "random B" in explorer.stats_html.value
+    explorer.text.value = "   "
+    assert explorer.view is None and "Type a sentence" in explorer.stats_html.value
+    assert explorer.plot.outputs == ()
+
+
+def test_explorer_stats_on_a_previous_token_head(tokenizer):
+    view = widgets.HeadView("hand-made", 0, 0, ["[CLS]", "a", "b", "[SEP]"], torch.eye(4).roll(1, dims=1).T, {})
+    from mini_bert import attention_stats
+
+    view.stats = {k: float(v) for k, v in attention_stats.head_summary(view.attention, view.tokens).items()}
+    assert view.stats["previous"] == 1.0 and view.stats["entropy"] == 0.0
+    html = widgets.head_stats_html(view)
+    assert "previous token<br><b>100.0%</b>" in html
+
+
+def test_explorer_static_twins(small_models):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    model, tokenizer = small_models["random A"]
+    fig = widgets.plot_layer_heads(model, tokenizer, EXPLORER_TEXT, layer=1, model_name="random A", columns=2)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    assert len(titles) == 4 and titles[0].startswith("head 0  H=")
+    view = widgets.compute_head_view(model, tokenizer, EXPLORER_TEXT, 1, 2, "random A")
+    fig2 = widgets.plot_head_view(view)
+    assert "layer 1, head 2" in fig2._suptitle.get_text()
+    plt.close("all")
+
+
+def test_explorer_state_can_be_embedded(explorer):
+    from ipywidgets.embed import embed_data
+
+    explorer.head.value = 1
+    state = embed_data(views=[explorer])["manager_state"]["state"]
+    saved = state[explorer.plot.model_id]
+    assert saved["model_name"] == "OutputModel"
+    assert saved["state"]["outputs"][0]["data"]["image/png"] == explorer.plot.outputs[0]["data"]["image/png"]
