@@ -1,0 +1,169 @@
+"""Command line: `python -m mini_bert pretrain --preset tiny --budget 5m --out runs/tiny`.
+
+Subcommands:
+  pretrain   train a BertForPreTraining on the book's corpus and write a checkpoint
+  evaluate   held-out masked-token accuracy of a checkpoint
+  fill-mask  top-k completions of a sentence with one [MASK]
+
+Budgets (--budget): `500` = 500 optimiser steps; `300s`, `5m`, `5min`, `1h` = wall-clock
+training time; `2M`, `500k`, `2Mtok` = input tokens (lower-case m = minutes, upper-case M =
+millions). Step and token budgets reproduce exactly; time budgets depend on the machine.
+
+The same command runs on several processes with torchrun (gloo on CPU, nccl on GPUs):
+  torchrun --nproc_per_node 2 -m mini_bert pretrain --budget 500 --out runs/ddp
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def _recipe_from_args(args):
+    from .training import Recipe
+
+    model = {}
+    for flag, key in (("hidden_size", "hidden_size"), ("layers", "num_hidden_layers"), ("heads", "num_attention_heads"),
+                      ("intermediate_size", "intermediate_size")):
+        if getattr(args, flag) is not None:
+            model[key] = getattr(args, flag)
+    if args.hidden_size is not None and args.intermediate_size is None:
+        model["intermediate_size"] = 4 * args.hidden_size
+    mode = "span" if args.span else "whole_word" if args.whole_word else "token"
+    base = Recipe()
+    return base.replace(
+        preset=args.preset, model={**base.model, **model}, objective=args.objective,
+        masking_mode=mode, static_masking=args.static_masking, seed=args.seed, budget=args.budget,
+        **{k: getattr(args, k) for k in ("batch_size", "seq_len", "lr", "schedule", "warmup", "grad_accum", "vocab_size",
+                                         "dropout", "mask_ratio") if getattr(args, k) is not None},
+    )
+
+
+def cmd_pretrain(args) -> int:
+    import torch
+
+    from .data import load_corpus
+    from .training import physical_cores, pretrain
+
+    if "WORLD_SIZE" not in os.environ:
+        torch.set_num_threads(args.threads or physical_cores())
+    recipe = _recipe_from_args(args)
+    main = int(os.environ.get("RANK", "0")) == 0
+    train_docs, eval_docs = load_corpus("train"), load_corpus("validation")
+    if args.max_docs:  # a quick run on the first documents of each split
+        train_docs, eval_docs = train_docs[:args.max_docs], eval_docs[:max(1, args.max_docs // 8)]
+    if main:
+        print(f"recipe: {json.dumps(recipe.to_dict())}", flush=True)
+        print(f"data: {len(train_docs)} training and {len(eval_docs)} validation articles", flush=True)
+    result = pretrain(recipe, train_documents=train_docs, eval_documents=eval_docs, out=args.out, resume=args.resume,
+                      device=args.device, eval_every=args.eval_every, progress=not args.no_progress,
+                      checkpoint_every=args.checkpoint_every)
+    if main:
+        h, ev = result.history, result.evaluation
+        print(f"trained {h['step'][-1]} steps, {h['tokens'][-1]:,} tokens in {h['seconds'][-1]:.1f} s "
+              f"({h['tokens'][-1] / max(h['seconds'][-1], 1e-9):,.0f} tokens/s); final training loss {h['loss'][-1]:.3f}")
+        if args.out:
+            print(f"checkpoint: {args.out}")
+        print(f"held-out masked-token loss: {ev['loss']:.3f}; unigram baseline accuracy: {ev['unigram_accuracy']:.3f}")
+        print(f"held-out masked-token accuracy: {ev['accuracy']:.3f}", flush=True)
+    return 0
+
+
+def cmd_evaluate(args) -> int:
+    from .checkpoint import load_checkpoint
+    from .evaluation import heldout_mlm
+
+    from .data import load_corpus
+    from .training import Recipe
+
+    ckpt = load_checkpoint(args.checkpoint)
+    recipe = Recipe.from_dict(ckpt.recipe) if ckpt.recipe else Recipe(vocab_size=ckpt.tokenizer.vocab_size)
+    documents = load_corpus(args.split)[:args.max_docs] if args.max_docs else None
+    # The same examples and masks as pretraining's final evaluation (the masks have a fixed seed).
+    ev = heldout_mlm(ckpt.model, ckpt.tokenizer, recipe, split=args.split, documents=documents)
+    print(f"unigram baseline accuracy: {ev['unigram_accuracy']:.3f}")
+    print(f"held-out masked-token accuracy: {ev['accuracy']:.3f}")
+    return 0
+
+
+def cmd_fill_mask(args) -> int:
+    from .checkpoint import load_checkpoint
+    from .evaluation import fill_mask
+
+    ckpt = load_checkpoint(args.checkpoint)
+    for token, p in fill_mask(ckpt.model, ckpt.tokenizer, args.text, args.k):
+        print(f"{token}\t{p:.3f}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m mini_bert", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("pretrain", help="pretrain on the book's corpus and write a checkpoint")
+    p.add_argument("--preset", default="tiny", help="model shape: tiny (L2/H128), mini (L4/H256), small, ... (default tiny)")
+    p.add_argument("--budget", default=None, help="500 = steps, 5m/300s = wall clock, 2M = tokens (default: the recipe's)")
+    p.add_argument("--out", help="checkpoint folder to write")
+    p.add_argument("--resume", help="checkpoint folder (with training state) to go on from")
+    p.add_argument("--objective", default="mlm", choices=("mlm", "nsp", "sop"))
+    p.add_argument("--mask-ratio", type=float, help="share of tokens picked as MLM targets in training (the held-out score always uses 0.15)")
+    p.add_argument("--static-masking", action="store_true", help="one fixed mask per example (BERT) instead of a new one every epoch")
+    p.add_argument("--whole-word", action="store_true", help="mask all pieces of a word together")
+    p.add_argument("--span", action="store_true", help="mask spans of whole words (SpanBERT)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--batch-size", type=int, help="sequences per optimiser step (global, over all processes)")
+    p.add_argument("--grad-accum", type=int, help="micro-batches per step")
+    p.add_argument("--seq-len", type=int, help="tokens per example")
+    p.add_argument("--lr", type=float, help="peak learning rate")
+    p.add_argument("--schedule", choices=("linear", "cosine", "constant"))
+    p.add_argument("--warmup", type=float, help="warmup as a fraction of the budget")
+    p.add_argument("--dropout", type=float)
+    p.add_argument("--vocab-size", type=int, help="size of the default WordPiece vocabulary (trained and cached on first use)")
+    p.add_argument("--hidden-size", type=int)
+    p.add_argument("--layers", type=int)
+    p.add_argument("--heads", type=int)
+    p.add_argument("--intermediate-size", type=int)
+    p.add_argument("--device", help="cpu, cuda, cuda:1, mps (default: the best available)")
+    p.add_argument("--threads", type=int, help="torch threads (default: physical cores)")
+    p.add_argument("--eval-every", type=int, help="held-out evaluation every N steps")
+    p.add_argument("--checkpoint-every", type=int, help="write the checkpoint every N steps (for resuming)")
+    p.add_argument("--max-docs", type=int, help="use only the first N training articles (and N/8 validation ones)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_pretrain)
+
+    p = sub.add_parser("evaluate", help="held-out masked-token accuracy of a checkpoint")
+    p.add_argument("checkpoint")
+    p.add_argument("--split", default="validation", choices=("validation", "test"))
+    p.add_argument("--max-docs", type=int, help="only the first N articles of the split")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("fill-mask", help="top-k completions for a sentence with one [MASK]")
+    p.add_argument("checkpoint")
+    p.add_argument("text")
+    p.add_argument("-k", type=int, default=5)
+    p.set_defaults(func=cmd_fill_mask)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "budget", "x") is None:
+        from .training import Recipe
+
+        args.budget = Recipe().budget
+    try:
+        return args.func(args)
+    except ValueError as err:  # bad settings or a bad checkpoint: say what is wrong, no traceback
+        print(f"python -m mini_bert {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    finally:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

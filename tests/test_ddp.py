@@ -1,0 +1,50 @@
+"""Distributed training: `torchrun --nproc_per_node 2` (CPU, gloo) equals one process with the
+same global batch, because every process builds the same global batch and keeps its own rows,
+DistributedDataParallel averages the gradients, and the losses are normalised by global counts."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from mini_bert.__main__ import main
+from mini_bert.checkpoint import load_checkpoint
+
+ARGS = ["pretrain", "--max-docs", "150", "--vocab-size", "1000", "--hidden-size", "32", "--layers", "2",
+        "--heads", "2", "--seq-len", "32", "--batch-size", "8", "--budget", "4", "--lr", "3e-3", "--no-progress"]
+
+
+def torchrun() -> list[str] | None:
+    exe = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
+    return [exe] if exe else None
+
+
+@pytest.mark.skipif(not torch.distributed.is_available(), reason="torch built without torch.distributed")
+@pytest.mark.parametrize("objective", ["mlm", "sop"])
+def test_two_processes_equal_one(tmp_path, objective):
+    launcher = torchrun()
+    assert launcher, "torchrun not found next to the Python interpreter"
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": "1"}
+    cmd = [*launcher, "--standalone", "--nproc_per_node", "2", "-m", "mini_bert", *ARGS,
+           "--objective", objective, "--out", str(tmp_path / "ddp")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert proc.stdout.strip().splitlines()[-1].startswith("held-out masked-token accuracy: ")
+
+    n = torch.get_num_threads()
+    try:
+        assert main([*ARGS, "--objective", objective, "--threads", "1", "--out", str(tmp_path / "single")]) == 0
+    finally:
+        torch.set_num_threads(n)
+
+    ddp, single = load_checkpoint(tmp_path / "ddp"), load_checkpoint(tmp_path / "single")
+    for key in ("loss", "mlm_loss", "mlm_accuracy", "sentence_accuracy", "tokens"):
+        assert ddp.history[key] == pytest.approx(single.history[key], abs=1e-5, nan_ok=True), key
+    for (name, a), b in zip(single.model.state_dict().items(), ddp.model.state_dict().values()):
+        torch.testing.assert_close(b, a, atol=1e-5, rtol=0, msg=name)
+    # The run really trained: the weights moved away from the initial ones.
+    assert ddp.history["step"] == [1, 2, 3, 4]

@@ -1,0 +1,147 @@
+"""Evaluation: held-out MLM with the unigram baseline, sentence probes, fill-mask, embeddings."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from mini_bert import BertConfig, BertForMaskedLM, BertForPreTraining
+from mini_bert.data import load_corpus
+from mini_bert.evaluation import (
+    contextual_embedding,
+    evaluate_mlm,
+    fill_mask,
+    most_frequent_token,
+    sentence_probe,
+    train_logistic_probe,
+)
+from mini_bert.tokenization import train_wordpiece
+from mini_bert.training import PretrainingData, Recipe, pretrain
+
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def docs():
+    return load_corpus("train")[:100], load_corpus("validation")[:30]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(docs):
+    return train_wordpiece([s for d in docs[0] for s in d.sentences], 300, method="count")
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    torch.manual_seed(0)
+    return BertForPreTraining(BertConfig(vocab_size=tokenizer.vocab_size, **TINY)).eval()
+
+
+def test_heldout_accuracy_counts_every_target(model, tokenizer, docs):
+    data = PretrainingData(docs[1], tokenizer, Recipe(seq_len=64, vocab_size=300), heldout=True)
+    the = tokenizer.vocab["the"]
+    result = evaluate_mlm(model, data, batch_size=16, unigram_token=the)
+    # Recompute by hand from the full-sequence logits.
+    correct = count = hits = 0
+    with torch.no_grad():
+        for batch in data.batches(7):
+            logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).mlm_logits
+            selected = batch["mlm_labels"] != -100
+            targets = batch["mlm_labels"][selected]
+            correct += (logits[selected].argmax(-1) == targets).sum().item()
+            hits += (targets == the).sum().item()
+            count += targets.numel()
+    assert result["targets"] == count > 0
+    assert result["accuracy"] == pytest.approx(correct / count)
+    assert result["unigram_accuracy"] == pytest.approx(hits / count)
+    # The standard masking picks about 15% of the real tokens (specials are never picked).
+    real = sum(((b["attention_mask"] == 1) & (b["input_ids"] > 4)).sum().item() for b in data.batches(64))
+    assert count / real == pytest.approx(0.15, abs=0.02)
+    # Held-out masks are fixed: a second evaluation gives the same number.
+    assert evaluate_mlm(model, data)["accuracy"] == result["accuracy"]
+
+
+def test_most_frequent_token_is_a_normal_token(tokenizer, docs):
+    token = most_frequent_token(tokenizer, docs[0])
+    counts = torch.zeros(tokenizer.vocab_size, dtype=torch.long)
+    for doc in docs[0]:
+        for sentence in doc.sentences:
+            counts += torch.bincount(torch.tensor(tokenizer.encode(sentence), dtype=torch.long), minlength=300)
+    assert token not in tokenizer.special_ids
+    assert counts[token] == counts.max()
+
+
+def test_fill_mask_matches_the_full_forward_pass(model, tokenizer):
+    text = "paris is the capital of [MASK] ."
+    top = fill_mask(model, tokenizer, text, k=5)
+    assert len(top) == 5 and all(isinstance(t, str) for t, _ in top)
+    probs = [p for _, p in top]
+    assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1
+    ids = [tokenizer.cls_id, *tokenizer.encode("paris is the capital of"), tokenizer.mask_id, *tokenizer.encode("."),
+           tokenizer.sep_id]
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).mlm_logits[0, ids.index(tokenizer.mask_id)]
+    expected = logits.softmax(-1).topk(5)
+    assert [t for t, _ in top] == [tokenizer.ids_to_tokens[i] for i in expected.indices.tolist()]
+    assert probs == pytest.approx(expected.values.tolist(), abs=1e-6)
+
+
+def test_fill_mask_needs_exactly_one_mask(model, tokenizer):
+    with pytest.raises(ValueError, match="exactly one \\[MASK\\], found 0"):
+        fill_mask(model, tokenizer, "no mask here")
+    with pytest.raises(ValueError, match="found 2"):
+        fill_mask(model, tokenizer, "[MASK] and [MASK]")
+
+
+def test_fill_mask_works_for_masked_lm_models(tokenizer):
+    model = BertForMaskedLM(BertConfig(vocab_size=tokenizer.vocab_size, **TINY))
+    assert len(fill_mask(model, tokenizer, "the [MASK] of paris", k=3)) == 3
+
+
+def test_contextual_embedding_depends_on_the_context(model, tokenizer):
+    a = contextual_embedding(model, tokenizer, "the river bank was steep .", "bank")
+    b = contextual_embedding(model, tokenizer, "the bank lent money .", "bank")
+    again = contextual_embedding(model, tokenizer, "the bank lent money .", "bank")
+    assert a.shape == (32,)
+    assert torch.equal(b, again) and not torch.allclose(a, b)
+    # Layer 0 is the embedding layer: it sees the position but not the neighbours.
+    e1 = contextual_embedding(model, tokenizer, "the bank lent money .", "bank", layer=0)
+    e2 = contextual_embedding(model, tokenizer, "the bank was steep .", "bank", layer=0)
+    assert torch.allclose(e1, e2)
+    second = contextual_embedding(model, tokenizer, "the bank and the bank .", "bank", occurrence=1)
+    assert not torch.allclose(second, contextual_embedding(model, tokenizer, "the bank and the bank .", "bank"))
+    with pytest.raises(ValueError, match="occurs 0 time"):
+        contextual_embedding(model, tokenizer, "no such word here", "bank")
+
+
+def test_logistic_probe_learns_a_linear_rule():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(400, 8, generator=g) * 5 + 3
+    y = (x[:, 2] - x[:, 5] > 0).long()
+    probe = train_logistic_probe(x[:300], y[:300])
+    accuracy = (probe(x[300:]).argmax(-1) == y[300:]).float().mean().item()
+    assert accuracy > 0.95
+
+
+def test_sentence_probes_use_the_head_or_a_probe(tokenizer, docs):
+    recipe = Recipe(model=TINY, vocab_size=300, seq_len=48, batch_size=8, budget="4", objective="nsp")
+    trained = pretrain(recipe, tokenizer=tokenizer, train_documents=docs[0], eval_documents=docs[1],
+                       progress=False).model
+    common = dict(train_documents=docs[0], eval_documents=docs[1], seq_len=48, max_train=200, max_eval=200)
+    head = sentence_probe(trained, tokenizer, "nsp", objective="nsp", **common)
+    assert head["method"] == "head" and 0.0 <= head["accuracy"] <= 1.0
+    assert 0.4 <= head["chance"] <= 0.75 and head["examples"] > 20
+    # The head's accuracy is that of its own predictions.
+    probe = sentence_probe(trained, tokenizer, "sop", objective="nsp", **common)
+    assert probe["method"] == "probe" and 0.0 <= probe["accuracy"] <= 1.0
+    forced = sentence_probe(trained, tokenizer, "sop", method="head", **common)
+    assert forced["method"] == "head"
+    with pytest.raises(ValueError, match="no sentence head"):
+        sentence_probe(BertForMaskedLM(trained.config), tokenizer, "nsp", method="head", **common)

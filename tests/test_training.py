@@ -1,0 +1,251 @@
+"""The training loop: budgets, schedule, optimiser groups, reproducibility, resume, bad input."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from mini_bert import BertConfig, BertForPreTraining
+from mini_bert.data import load_corpus
+from mini_bert.tokenization import train_wordpiece
+from mini_bert.training import (
+    Budget,
+    GlobalBatches,
+    PretrainingData,
+    Recipe,
+    lr_factor,
+    make_optimizer,
+    parse_budget,
+    pretrain,
+)
+
+TINY_MODEL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    # Tiny models gain nothing from threads, and on a busy CI machine idle OpenMP threads spin.
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def docs():
+    return load_corpus("train")[:120], load_corpus("validation")[:20]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(docs):
+    return train_wordpiece([s for d in docs[0] for s in d.sentences], 400, method="count")
+
+
+def tiny_recipe(**changes) -> Recipe:
+    base = dict(model=TINY_MODEL, vocab_size=400, seq_len=32, batch_size=8, lr=3e-3, budget="6", warmup=0.2)
+    return Recipe(**{**base, **changes})
+
+
+def run(recipe, docs, tokenizer, **kwargs):
+    return pretrain(recipe, tokenizer=tokenizer, train_documents=docs[0], eval_documents=docs[1], progress=False, **kwargs)
+
+
+def deterministic(history: dict) -> dict:
+    """Everything in the history except the clock."""
+    return {k: v for k, v in history.items() if k != "seconds"}
+
+
+def same_floats(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))
+
+
+# ------------------------------------------------------------------ budgets and schedule
+
+@pytest.mark.parametrize("text, kind, amount", [
+    ("500", "steps", 500), ("500steps", "steps", 500), (7, "steps", 7),
+    ("300s", "seconds", 300), ("5m", "seconds", 300), ("5min", "seconds", 300), ("1h", "seconds", 3600),
+    ("2M", "tokens", 2_000_000), ("500k", "tokens", 500_000), ("2Mtok", "tokens", 2_000_000),
+    ("1000tokens", "tokens", 1000),
+])
+def test_parse_budget(text, kind, amount):
+    assert parse_budget(text) == Budget(kind, amount)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("0", "must be positive"), ("0s", "must be positive"), ("0M", "must be positive"),
+    ("5x", "unknown budget unit"), ("-3", "cannot read the budget"), ("1.5", "whole number of steps"),
+])
+def test_bad_budget_names_the_problem(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_budget(text)
+
+
+def test_zero_budget_recipe_is_refused():
+    with pytest.raises(ValueError, match="budget must be positive"):
+        tiny_recipe(budget="0")
+
+
+@pytest.mark.parametrize("lr", [0.0, -1e-3, float("nan")])
+def test_non_positive_learning_rate_is_refused(lr):
+    with pytest.raises(ValueError, match="learning rate must be a positive number"):
+        tiny_recipe(lr=lr)
+
+
+def test_schedule_warms_up_then_decays():
+    r = tiny_recipe(warmup=0.1, schedule="linear")
+    assert lr_factor(r, 0.0) == 0.0
+    assert lr_factor(r, 0.05) == pytest.approx(0.5)
+    assert lr_factor(r, 0.1) == pytest.approx(1.0)
+    assert lr_factor(r, 0.55) == pytest.approx(0.5)
+    assert lr_factor(r, 1.0) == pytest.approx(0.0)
+    cos = r.replace(schedule="cosine", min_lr=0.1)
+    assert lr_factor(cos, 0.55) == pytest.approx(0.55)  # half way down from 1 to 0.1
+    assert lr_factor(cos, 1.0) == pytest.approx(0.1)
+    assert lr_factor(r.replace(schedule="constant"), 0.9) == 1.0
+
+
+def test_no_weight_decay_on_biases_and_layernorm():
+    model = BertForPreTraining(BertConfig(vocab_size=100, **TINY_MODEL))
+    decay, plain = make_optimizer(model, tiny_recipe()).param_groups
+    names = {id(p): n for n, p in model.named_parameters()}
+    plain_names = {names[id(p)] for p in plain["params"]}
+    decay_names = {names[id(p)] for p in decay["params"]}
+    assert plain["weight_decay"] == 0 and decay["weight_decay"] > 0
+    assert all(n.endswith("bias") or ".norm." in n for n in plain_names)
+    assert "bert.embeddings.norm.weight" in plain_names and "mlm.bias" in plain_names
+    assert "bert.encoder.layers.0.attention.attention.query.weight" in decay_names
+    assert "bert.embeddings.word.weight" in decay_names
+    assert len(plain_names) + len(decay_names) == len(list(model.parameters()))
+
+
+def test_shared_albert_parameters_are_optimised_once():
+    cfg = BertConfig(vocab_size=100, embedding_size=16, sharing="all", **{**TINY_MODEL, "num_hidden_layers": 3})
+    model = BertForPreTraining(cfg)
+    groups = make_optimizer(model, tiny_recipe()).param_groups
+    ids = [id(p) for g in groups for p in g["params"]]
+    assert len(ids) == len(set(ids)) == len(list(model.parameters()))
+
+
+# ------------------------------------------------------------------ data
+
+def test_global_batches_are_a_function_of_the_step(docs, tokenizer):
+    data = PretrainingData(docs[0], tokenizer, tiny_recipe())
+    a, b = GlobalBatches(data, 8, seed=0), GlobalBatches(data, 8, seed=0)
+    late = a(a.steps_per_epoch + 3)  # jump into the second epoch first
+    early = a(2)
+    assert torch.equal(b(2)["input_ids"], early["input_ids"])
+    assert torch.equal(b(b.steps_per_epoch + 3)["mlm_labels"], late["mlm_labels"])
+    # Dynamic masking: the same rows come back in a later epoch with other masks.
+    assert not torch.equal(a(0)["mlm_labels"], a(a.steps_per_epoch)["mlm_labels"])
+    for batch in (early, late):
+        assert batch["input_ids"].shape[0] == 8 and batch["input_ids"].shape[1] <= 32
+        assert (batch["mlm_labels"] != -100).any()
+
+
+def test_token_stream_cuts_one_stream_into_full_examples():
+    from mini_bert.masking import SpecialTokens
+    from mini_bert.training import token_stream_examples
+
+    special = SpecialTokens(cls=2, sep=3, mask=4, pad=0, vocab_size=100, unk=1)
+    docs = [[[10, 11], [12]], [[20, 21, 22, 23, 24]], [], [[30, 31]]]
+    examples = token_stream_examples(docs, special, max_tokens=6, seed=0)
+    assert all(len(e) == 6 for e in examples[:-1]) and len(examples[-1]) <= 6
+    assert all(e.input_ids[0] == 2 and e.input_ids[-1] == 3 for e in examples)
+    inner = [t for e in examples for t in e.input_ids[1:-1]]
+    assert sorted(t for t in inner if t != 3) == [10, 11, 12, 20, 21, 22, 23, 24, 30, 31]  # every token once
+    assert inner.count(3) == 2  # one [SEP] between each pair of non-empty documents
+
+
+def test_sinusoidal_position_init():
+    from mini_bert.training import build_model, sinusoidal_table
+
+    model = build_model(tiny_recipe(position_init="sinusoidal"), vocab_size=100)
+    table = model.bert.embeddings.position.weight
+    assert torch.equal(table, sinusoidal_table(*table.shape) * 0.02)
+    # Every (sin, cos) pair of position p+k is the same rotation of position p's pair.
+    t = sinusoidal_table(64, 8)
+    angle = lambda p: torch.atan2(t[p, 0::2], t[p, 1::2])  # noqa: E731
+    step = (angle(11) - angle(10)) % (2 * math.pi)
+    assert torch.allclose((angle(41) - angle(40)) % (2 * math.pi), step, atol=1e-4)
+
+
+def test_empty_dataset_is_refused(docs, tokenizer):
+    with pytest.raises(ValueError, match="dataset is empty"):
+        run(tiny_recipe(), ([], docs[1]), tokenizer)
+
+
+def test_batch_larger_than_dataset_is_refused(docs, tokenizer):
+    small = (docs[0][:2], docs[1])
+    with pytest.raises(ValueError, match=r"batch_size=512 is larger than the dataset \(\d+ examples\)"):
+        run(tiny_recipe(batch_size=512), small, tokenizer)
+
+
+# ------------------------------------------------------------------ the loop
+
+def test_history_is_a_plottable_dict_of_lists_and_loss_falls(docs, tokenizer):
+    result = run(tiny_recipe(budget="30", lr=5e-3), docs, tokenizer, eval_every=15)
+    h = result.history
+    steps = h["step"]
+    assert steps == list(range(1, 31))
+    for key in ("loss", "mlm_loss", "mlm_accuracy", "sentence_loss", "sentence_accuracy", "lr", "tokens", "seconds"):
+        assert len(h[key]) == 30 and all(isinstance(x, float) or isinstance(x, int) for x in h[key])
+    assert all(math.isnan(x) for x in h["sentence_loss"])  # MLM only: no sentence task
+    assert h["lr"][0] == 0.0 and max(h["lr"]) == pytest.approx(5e-3, rel=0.05)
+    assert all(b > a for a, b in zip(h["tokens"], h["tokens"][1:]))
+    assert h["eval_step"] == [15, 30] and len(h["eval_mlm_accuracy"]) == 2
+    assert sum(h["loss"][-5:]) / 5 < sum(h["loss"][1:6]) / 5 - 0.3  # it learns
+    ev = result.evaluation
+    assert 0.0 <= ev["unigram_accuracy"] <= 1 and ev["targets"] > 0
+    assert ev["accuracy"] == pytest.approx(h["eval_mlm_accuracy"][-1])
+
+
+@pytest.mark.parametrize("objective", ["nsp", "sop"])
+def test_sentence_objectives_are_trained_and_logged(docs, tokenizer, objective):
+    h = run(tiny_recipe(objective=objective, seq_len=48), docs, tokenizer).history
+    assert all(0.0 <= a <= 1.0 for a in h["sentence_accuracy"])
+    assert all(l == pytest.approx(m + s) for l, m, s in zip(h["loss"], h["mlm_loss"], h["sentence_loss"]))
+
+
+def test_token_and_time_budgets_stop_the_run(docs, tokenizer):
+    h = run(tiny_recipe(budget="1000tok"), docs, tokenizer).history
+    assert h["tokens"][-1] >= 1000 > h["tokens"][-2]
+    h = run(tiny_recipe(budget="1s"), docs, tokenizer).history
+    assert h["seconds"][-1] >= 1.0 > h["seconds"][-2]
+
+
+def test_same_seed_gives_bit_identical_history_and_weights(docs, tokenizer):
+    a = run(tiny_recipe(), docs, tokenizer)
+    b = run(tiny_recipe(), docs, tokenizer)
+    for key, values in deterministic(a.history).items():
+        assert same_floats(values, b.history[key]), key
+    for (name, x), y in zip(a.model.state_dict().items(), b.model.state_dict().values()):
+        assert torch.equal(x, y), name
+    c = run(tiny_recipe(seed=1), docs, tokenizer)
+    assert c.history["loss"] != a.history["loss"]
+
+
+def test_gradient_accumulation_takes_the_same_steps(docs, tokenizer):
+    a = run(tiny_recipe(budget="3"), docs, tokenizer)
+    b = run(tiny_recipe(budget="3", grad_accum=4), docs, tokenizer)
+    assert b.history["loss"] == pytest.approx(a.history["loss"], abs=1e-5)
+    for x, y in zip(a.model.parameters(), b.model.parameters()):
+        torch.testing.assert_close(x, y, atol=1e-5, rtol=0)
+
+
+def test_resume_gives_the_uninterrupted_run(docs, tokenizer, tmp_path):
+    recipe = tiny_recipe(budget="8", dropout=0.1)  # dropout: the random generators must resume too
+    full = run(recipe, docs, tokenizer)
+    run(recipe, docs, tokenizer, out=tmp_path / "half", stop_at_step=4)
+    resumed = run(recipe, docs, tokenizer, resume=tmp_path / "half", out=tmp_path / "done")
+    assert resumed.history["step"] == list(range(1, 9))
+    for key, values in deterministic(full.history).items():
+        assert same_floats(values, resumed.history[key]), key
+    for (name, x), y in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(x, y), name
+
+
+def test_resuming_with_another_recipe_is_refused(docs, tokenizer, tmp_path):
+    run(tiny_recipe(), docs, tokenizer, out=tmp_path / "ckpt", stop_at_step=2)
+    with pytest.raises(ValueError, match=r"recipe differs.*lr 0\.001 vs 0\.003"):
+        run(tiny_recipe(lr=1e-3), docs, tokenizer, resume=tmp_path / "ckpt")
