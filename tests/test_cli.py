@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 from mini_bert.__main__ import main
 from mini_bert.checkpoint import load_checkpoint
@@ -16,13 +15,6 @@ SMALL = ["--max-docs", "100", "--vocab-size", "1000", "--hidden-size", "32", "--
          "--seq-len", "32", "--batch-size", "8", "--threads", "1", "--no-progress"]
 LAST_LINE = re.compile(r"^held-out masked-token accuracy: [01]\.\d{3}$")
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 @pytest.fixture(scope="module")

@@ -23,15 +23,6 @@ transformers = pytest.importorskip("transformers")
 TOL = 1e-5  # float32
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: a second thread only adds synchronisation (and, on a busy
-    2-core machine, OpenMP spin-waits that make each forward pass 100x slower)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
 # Small configurations with awkward sizes: 3 heads of 16, I=100, a prime vocabulary.
 CASES = {
     "bert-odd": ("bert", dict(vocab_size=97, hidden_size=48, num_attention_heads=3, intermediate_size=100,

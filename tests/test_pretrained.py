@@ -33,14 +33,6 @@ SENTENCES = [
 ]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small batches; avoid OpenMP spin-waits on a busy 2-core machine
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture(scope="module")
 def minilm():
     return load_minilm()

@@ -23,14 +23,6 @@ from mini_bert.training import (
 TINY_MODEL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny models gain nothing from threads, and on a busy CI machine idle OpenMP threads spin.
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
 
 @pytest.fixture(scope="module")
 def docs():
