@@ -10,7 +10,9 @@ Head masking follows Michel et al. (2019, "Are Sixteen Heads Really Better than 
 head's output (its slice of the concatenated heads, before the output projection) is set to zero.
 mini_bert's model has no head-mask argument, so `head_mask` adds a forward pre-hook on each
 layer's output projection `attention.attention.output` and zeroes the masked heads' slices of its
-input. Nothing in model.py changes; leaving the `with` block removes the hooks.
+input. Nothing in model.py changes; leaving the `with` block removes the hooks. What a head is
+worth is measured by `pruning_effects` with any score, e.g. the held-out masked-LM loss of
+`mlm_loss` on `heldout_mlm_batch` (the examples and fixed masks a pretraining run is scored on).
 """
 from __future__ import annotations
 
@@ -273,9 +275,37 @@ def mlm_batch(tokenizer, sentences: list[str], seed: int = 0, max_length: int = 
     return MLMBatch(out.input_ids, types, att, out.labels)
 
 
-def mlm_loss(model: nn.Module, batch: MLMBatch, chunk: int = 64) -> float:
-    """Mean masked-LM cross-entropy of `model` (with an MLM head) over the batch's targets."""
-    total, count = 0.0, 0
+def heldout_mlm_batch(tokenizer, recipe=None, documents=None, *, split: str = "validation") -> MLMBatch:
+    """The held-out masked examples a pretraining run is scored on, as one MLMBatch.
+
+    They are training.PretrainingData(documents, tokenizer, recipe, heldout=True): the recipe's
+    example format and length (e.g. 32-token pieces of a token stream), BERT's standard masking
+    (15%, 80/10/10) with the fixed evaluation seed, so every call gives the same targets and
+    mlm_loss(model, batch) equals evaluation.evaluate_mlm's loss on the same documents.
+    recipe: a training.Recipe or its dict (a checkpoint's .recipe); None = the default recipe.
+    documents: default load_corpus(split).
+    """
+    from .training import PretrainingData, Recipe
+
+    if recipe is None:
+        recipe = Recipe(vocab_size=tokenizer.vocab_size)
+    elif isinstance(recipe, dict):
+        recipe = Recipe.from_dict(recipe)
+    if documents is None:
+        from .data import load_corpus
+
+        documents = load_corpus(split)
+    data = PretrainingData(documents, tokenizer, recipe, heldout=True)
+    batch = data.collate([data.dataset[i] for i in range(len(data))])
+    return MLMBatch(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["mlm_labels"])
+
+
+def mlm_scores(model: nn.Module, batch: MLMBatch, chunk: int = 512) -> dict[str, float]:
+    """Masked-LM cross-entropy and accuracy of `model` (with an MLM head) over the batch's targets.
+
+    Returns {"loss", "accuracy", "targets"}; every target counts once, whatever its chunk.
+    """
+    total, correct, count = 0.0, 0, 0
     with torch.no_grad():
         for start in range(0, len(batch.input_ids), chunk):
             sl = slice(start, start + chunk)
@@ -286,8 +316,16 @@ def mlm_loss(model: nn.Module, batch: MLMBatch, chunk: int = 64) -> float:
             out = model(batch.input_ids[sl], attention_mask=batch.attention_mask[sl],
                         token_type_ids=batch.token_type_ids[sl], mlm_labels=labels, masked_only=True)
             total += float(out.mlm_loss) * n
+            correct += int((out.mlm_logits.argmax(-1) == labels[labels != -100]).sum())
             count += n
-    return total / count
+    if not count:
+        raise ValueError("the batch has no masked targets (labels are all -100)")
+    return {"loss": total / count, "accuracy": correct / count, "targets": count}
+
+
+def mlm_loss(model: nn.Module, batch: MLMBatch, chunk: int = 512) -> float:
+    """Mean masked-LM cross-entropy of `model` (with an MLM head) over the batch's targets."""
+    return mlm_scores(model, batch, chunk)["loss"]
 
 
 @dataclass

@@ -12,6 +12,7 @@ bit-identical; across machines floating-point details of the CPU kernels may dif
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from .cache import cache_dir, cache_key
@@ -23,6 +24,9 @@ from .training import Recipe, pretrain
 RECIPES: dict[str, Recipe] = {
     "tiny-wiki": Recipe(),
 }
+# Score the held-out split every so many steps while training, so that the checkpoint's history
+# holds a learning curve (chapter 8 plots it). Evaluation changes nothing in the training itself.
+EVAL_EVERY = 300
 
 
 def pretrained_path(name: str = "tiny-wiki") -> Path:
@@ -51,5 +55,16 @@ def pretrained(name: str = "tiny-wiki", *, progress: bool = True, device=None) -
         except CheckpointError as err:  # e.g. a write cut short by a full disk: train it again
             print(f"the cached {name!r} checkpoint is unusable ({err}); training it again")
     # Always on the CPU: the book's numbers come from it, and a GPU would give other weights.
-    pretrain(RECIPES[name], out=path, progress=progress, device="cpu")
+    pretrain(RECIPES[name], out=path, progress=progress, device="cpu", eval_every=EVAL_EVERY)
     return load_checkpoint(path, device=device or "cpu")
+
+
+def recipe_search() -> dict:
+    """The pretraining runs that chose the default recipe: {"about": ..., "runs": [...]}.
+
+    Each run: id, what (what it changes), settings (the full recipe that matters), steps, tokens,
+    heldout_accuracy (at the end) and curve ([step, held-out accuracy] along the way). Shipped with
+    the package so that chapter 8 can plot them without re-running an hour of training;
+    benchmarks/README.md discusses them.
+    """
+    return json.loads((Path(__file__).with_name("recipe_search.json")).read_text())

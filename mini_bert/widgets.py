@@ -421,15 +421,15 @@ class HeadView:
 
 
 def compute_head_view(model, tokenizer, text: str, layer: int, head: int, model_name: str = "",
-                      attentions: torch.Tensor | None = None) -> HeadView:
-    """Run `model` on [CLS] text [SEP] and return the view of (layer, head).
+                      attentions: torch.Tensor | None = None, max_length: int = EXPLORER_MAX_TOKENS) -> HeadView:
+    """Run `model` on [CLS] text [SEP] (cut to max_length tokens) and return the view of (layer, head).
 
     attentions: the (layers, heads, L, L) maps of this text if already computed (the explorer
     caches them, so moving the sliders does not rerun the model).
     """
     from . import attention_stats
 
-    tokens, enc = attention_stats.encode_sentence(tokenizer, text, max_length=EXPLORER_MAX_TOKENS)
+    tokens, enc = attention_stats.encode_sentence(tokenizer, text, max_length=max_length)
     if attentions is None:
         attentions = attention_stats.attention_maps(model, enc.ids, enc.token_type_ids)[0]
     attn = attentions[layer, head]
@@ -515,13 +515,14 @@ def plot_head_view(view: HeadView, figsize=(10, 5.2)):
 
 
 def plot_layer_heads(model, tokenizer, text: str, layer: int, model_name: str = "", columns: int = 6,
-                     size: float = 1.9, attentions: torch.Tensor | None = None):
+                     size: float = 1.9, attentions: torch.Tensor | None = None,
+                     max_length: int = EXPLORER_MAX_TOKENS):
     """Static twin of the explorer: every head of `layer` for the same sentence, one small heatmap each."""
     import matplotlib.pyplot as plt
 
     from . import attention_stats
 
-    tokens, enc = attention_stats.encode_sentence(tokenizer, text, max_length=EXPLORER_MAX_TOKENS)
+    tokens, enc = attention_stats.encode_sentence(tokenizer, text, max_length=max_length)
     if attentions is None:
         attentions = attention_stats.attention_maps(model, enc.ids, enc.token_type_ids)[0]
     heads = attentions.shape[1]
@@ -531,7 +532,8 @@ def plot_layer_heads(model, tokenizer, text: str, layer: int, model_name: str = 
         if h >= heads:
             ax.axis("off")
             continue
-        view = compute_head_view(model, tokenizer, text, layer, h, model_name, attentions=attentions)
+        view = compute_head_view(model, tokenizer, text, layer, h, model_name, attentions=attentions,
+                                 max_length=max_length)
         plot_attention_heatmap(view, ax=ax, labels=False,
                                title=f"head {h}  H={view.stats['entropy']:.2f}", fontsize=7)
     fig.suptitle(f"{model_name}: the {heads} heads of layer {layer} ({len(tokens)} tokens; rows attend to columns)",
@@ -541,17 +543,17 @@ def plot_layer_heads(model, tokenizer, text: str, layer: int, model_name: str = 
 
 
 def plot_all_heads(model, tokenizer, text: str, model_name: str = "", size: float = 1.1,
-                   attentions: torch.Tensor | None = None):
+                   attentions: torch.Tensor | None = None, max_length: int = EXPLORER_MAX_TOKENS):
     """Static twin of the explorer for a whole model: one small heatmap per (layer, head).
 
     Rows are layers (first at the top), columns are heads; each heatmap is one head's attention on
-    [CLS] text [SEP] (rows attend to columns), on the explorer's colour scale.
+    [CLS] text [SEP] (cut to max_length tokens; rows attend to columns), on the explorer's colour scale.
     """
     import matplotlib.pyplot as plt
 
     from . import attention_stats
 
-    tokens, enc = attention_stats.encode_sentence(tokenizer, text, max_length=EXPLORER_MAX_TOKENS)
+    tokens, enc = attention_stats.encode_sentence(tokenizer, text, max_length=max_length)
     if attentions is None:
         attentions = attention_stats.attention_maps(model, enc.ids, enc.token_type_ids)[0]
     layers, heads = attentions.shape[:2]
@@ -592,16 +594,23 @@ def _make_explorer_class():
         """The attention-head explorer of chapter 9: pick a model, type a sentence, slide layer and head.
 
         models: {name: (model, tokenizer)}; any mini_bert BertModel or a model with .bert.
+        max_tokens: {name: n} cuts that model's input to n tokens, [CLS] and [SEP] included (for a
+        model trained on short examples only); every model is cut to EXPLORER_MAX_TOKENS anyway.
         Controls (attributes you can also set from code): model (Dropdown), text (Text), layer and
         head (IntSlider). Output: `plot` (an Output widget with the heatmap and the arcs),
         `stats_html` (HTML widget with the entropy and the mass shares), and `view` (the HeadView).
         """
 
         def __init__(self, models: dict, text: str = DEFAULT_EXPLORER_TEXT, model: str | None = None,
-                     layer: int = 0, head: int = 0):
+                     layer: int = 0, head: int = 0, max_tokens: dict | None = None):
             if not models:
                 raise ValueError("give at least one model: {name: (model, tokenizer)}")
             self.models = dict(models)
+            unknown = sorted(set(max_tokens or {}) - set(self.models))
+            if unknown:
+                raise ValueError(f"max_tokens names models that are not in `models`: {unknown}")
+            self.max_tokens = {name: min(EXPLORER_MAX_TOKENS, int((max_tokens or {}).get(name, EXPLORER_MAX_TOKENS)))
+                               for name in self.models}
             names = list(self.models)
             wide = {"description_width": "60px"}
             self.model = w.Dropdown(options=names, value=model or names[0], description="model", style=wide)
@@ -654,7 +663,8 @@ def _make_explorer_class():
             key = (self.model.value, self.text.value)
             if key not in self._cache:
                 model, tokenizer = self.models[self.model.value]
-                _, enc = attention_stats.encode_sentence(tokenizer, self.text.value, max_length=EXPLORER_MAX_TOKENS)
+                _, enc = attention_stats.encode_sentence(tokenizer, self.text.value,
+                                                         max_length=self.max_tokens[self.model.value])
                 self._cache = {key: attention_stats.attention_maps(model, enc.ids, enc.token_type_ids)[0]}
                 self.n_model_runs += 1
             return self._cache[key]
@@ -668,7 +678,8 @@ def _make_explorer_class():
                 return
             model, tokenizer = self.models[self.model.value]
             self.view = compute_head_view(model, tokenizer, self.text.value, self.layer.value, self.head.value,
-                                          self.model.value, attentions=self.attentions())
+                                          self.model.value, attentions=self.attentions(),
+                                          max_length=self.max_tokens[self.model.value])
             self.stats_html.value = head_stats_html(self.view)
             # Set the Output widget's content directly (not `with self.plot:`), so that it works the
             # same in Jupyter, Colab, nbclient and plain Python, and is saved with the widget state.
@@ -693,6 +704,6 @@ def _explorer_class():
 def attention_explorer(models: dict, text: str = DEFAULT_EXPLORER_TEXT, **settings):
     """Build the chapter 9 attention-head explorer (an ipywidgets VBox); display it as a cell's last value.
 
-    models: {name: (model, tokenizer)}; settings: model (a name), layer, head.
+    models: {name: (model, tokenizer)}; settings: model (a name), layer, head, max_tokens ({name: n}).
     """
     return _explorer_class()(models, text, **settings)

@@ -164,3 +164,77 @@ def test_pruning_effects_with_an_mlm_loss(tokenizer):
     with S.head_mask(model, S.single_head_mask(3, 4, 2, 1)):
         assert S.mlm_loss(model, batch) - result.base == pytest.approx(float(result.single[2, 1]), abs=1e-5)
     assert result.single.abs().sum() > 0
+
+
+def test_masking_a_head_equals_removing_its_columns_of_the_output_projection(tokenizer):
+    # Switching head h of layer l off changes the model only through that head: it is the same
+    # model with the head's columns of W_o (the weights that read its slice) set to zero.
+    import copy
+
+    torch.manual_seed(2)
+    model = BertModel(small_config(tokenizer)).eval()
+    ids = torch.tensor([tokenizer.encode_pair("the cat sat on a mat .", "it was tired").ids])
+    D = 24 // 4
+    with S.head_mask(model, S.single_head_mask(3, 4, 1, 3)):
+        masked = model(ids, output_hidden_states=True)
+    surgery = copy.deepcopy(model)
+    with torch.no_grad():
+        surgery.encoder.layers[1].attention.attention.output.weight[:, 3 * D:4 * D] = 0
+    expected = surgery(ids, output_hidden_states=True)
+    full = model(ids, output_hidden_states=True)
+    assert torch.allclose(masked.last_hidden_state, expected.last_hidden_state, atol=1e-6)
+    # Layers below the masked one are untouched; from the masked layer on, the states change.
+    assert torch.equal(masked.hidden_states[1], full.hidden_states[1])
+    assert not torch.allclose(masked.hidden_states[2], full.hidden_states[2])
+
+
+@pytest.fixture(scope="module")
+def heldout_setup(tokenizer):
+    from mini_bert.training import PretrainingData, Recipe
+
+    words = [w for w in tokenizer.vocab if not w.startswith("[") and not w.startswith("##")]
+    g = torch.Generator().manual_seed(3)
+    documents = [[" ".join(words[i] for i in torch.randint(len(words), (int(n),), generator=g).tolist())
+                  for n in torch.randint(4, 12, (5,), generator=g)] for _ in range(12)]
+    recipe = Recipe(seq_len=16, vocab_size=tokenizer.vocab_size)
+    torch.manual_seed(4)
+    model = BertForPreTraining(small_config(tokenizer)).eval()
+    return model, recipe, documents, PretrainingData(documents, tokenizer, recipe, heldout=True)
+
+
+def test_heldout_mlm_batch_is_the_evaluation_data(tokenizer, heldout_setup):
+    from mini_bert.evaluation import evaluate_mlm
+
+    model, recipe, documents, data = heldout_setup
+    batch = S.heldout_mlm_batch(tokenizer, recipe.to_dict(), documents)  # a checkpoint's recipe dict works
+    assert batch.input_ids.shape == (len(data), 16)
+    # The same examples and the same fixed masks as the held-out data of a pretraining run.
+    expected = data.collate([data.dataset[i] for i in range(len(data))])
+    assert torch.equal(batch.input_ids, expected["input_ids"]) and torch.equal(batch.labels, expected["mlm_labels"])
+    assert torch.equal(S.heldout_mlm_batch(tokenizer, recipe, documents).labels, batch.labels)
+    # With no head masked, the loss is evaluate_mlm's (whatever the chunk size).
+    reference = evaluate_mlm(model, data, batch_size=5)
+    for chunk in (3, 512):
+        scores = S.mlm_scores(model, batch, chunk=chunk)
+        assert scores["loss"] == pytest.approx(reference["loss"], rel=1e-5)
+        assert scores["accuracy"] == pytest.approx(reference["accuracy"])
+        assert scores["targets"] == reference["targets"]
+    assert S.mlm_loss(model, batch) == pytest.approx(reference["loss"], rel=1e-5)
+    with S.head_mask(model, torch.ones(3, 4)):
+        assert S.mlm_loss(model, batch) == pytest.approx(reference["loss"], rel=1e-6)
+
+
+def test_pruning_effects_on_the_heldout_loss(tokenizer, heldout_setup):
+    model, recipe, documents, _ = heldout_setup
+    batch = S.heldout_mlm_batch(tokenizer, recipe, documents)
+    result = S.pruning_effects(model, lambda m: S.mlm_loss(m, batch))
+    with S.head_mask(model, S.layer_mask(3, 4, 0)):
+        assert S.mlm_loss(model, batch) - result.base == pytest.approx(float(result.layer[0]), abs=1e-5)
+    assert result.single.abs().sum() > 0 and result.layer.abs().sum() > 0
+
+
+def test_mlm_scores_needs_targets(tokenizer, heldout_setup):
+    model = heldout_setup[0]
+    ids, types, mask = S.pad_batch(tokenizer, ["the cat sat"])
+    with pytest.raises(ValueError, match="no masked targets"):
+        S.mlm_scores(model, S.MLMBatch(ids, types, mask, torch.full_like(ids, -100)))

@@ -75,3 +75,15 @@ def test_help_documents_the_budget_syntax(capsys):
         main(["pretrain", "--help"])
     text = capsys.readouterr().out
     assert "5m/300s = wall clock" in text and "2M = tokens" in text
+
+
+def test_flags_left_out_keep_the_default_recipe():
+    from mini_bert.__main__ import _recipe_from_args, build_parser
+    from mini_bert.pretrained_tiny import RECIPES
+    from mini_bert.training import Recipe
+
+    recipe = _recipe_from_args(build_parser().parse_args(["pretrain"]))
+    assert recipe.to_dict() == RECIPES["tiny-wiki"].to_dict() == Recipe().to_dict()
+    sop = _recipe_from_args(build_parser().parse_args(["pretrain", "--objective", "sop", "--hidden-size", "64"]))
+    assert sop.seq_len == 128 and sop.model["hidden_size"] == 64 and sop.model["intermediate_size"] == 256
+    assert sop.model["initializer_range"] == Recipe().model["initializer_range"]  # the override keeps the rest

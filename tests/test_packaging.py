@@ -14,7 +14,7 @@ def test_wheel_holds_mini_bert_and_nothing_else(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {n.split("/")[0] for n in names if not n.startswith("mini_bert-")}
     assert top_level == {"mini_bert"}, top_level  # not chapters/, tests/ or benchmarks/
-    for module in ("model.py", "config.py", "hf.py", "tokenization.py", "exercises/__init__.py"):
+    for module in ("model.py", "config.py", "hf.py", "tokenization.py", "exercises/__init__.py", "recipe_search.json"):
         assert f"mini_bert/{module}" in names
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]

@@ -56,24 +56,35 @@ def test_chapter_9_keeps_the_explorer_picture():
 
 def test_chapter_9_keeps_the_bertviz_views():
     text = page("09_inside_the_model")
-    # MiniLM's head view and model view (and our tiny model's head view when the chapter has it),
-    # each an output (the code cell shows the same markup escaped, as &lt;div) with its container.
+    # The head view and the model view of MiniLM and of our tiny model: four views, each an output
+    # (the code cell shows the same markup escaped, as &lt;div) with its container.
     views = text.count('<div class="bertviz-output"')
-    assert views >= 2
+    assert views == 4
     assert text.count('id="bertviz-') >= views
     assert "require.min.js" in text and "requirejs(['jquery', 'd3']" in text
     assert "PYTHON_PARAMS" not in text  # the parameters were filled in
 
 
+def test_chapter_8_keeps_its_tables_and_figures():
+    text = page("08_pretraining")
+    # The fill-mask table and the time/throughput table are Markdown outputs: real HTML tables.
+    assert text.count("<table") >= 3  # the recipe table of the prose, and the two computed tables
+    assert "paris is the capital of" in text and "tokens/s" in text
+    # The schedule, the recipe runs, the learning curves and the cosine matrices, as embedded images.
+    assert text.count("<img") >= 4
+    assert "{glue:" not in text  # every glued number was filled in
+
+
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="no headless Chromium at /usr/bin/chromium")
-def test_chapter_9_screenshot(tmp_path):
-    page("09_inside_the_model")  # skips when the build is missing or stale
+@pytest.mark.parametrize("stem", ["08_pretraining", "09_inside_the_model"])
+def test_chapter_screenshot(stem, tmp_path):
+    page(stem)  # skips when the build is missing or stale
     from PIL import Image
 
-    shot = tmp_path / "09_inside_the_model.png"
+    shot = tmp_path / f"{stem}.png"
     cmd = [str(CHROMIUM), *CHROMIUM_FLAGS, f"--user-data-dir={tmp_path / 'profile'}",
            f"--screenshot={shot}", "--window-size=1280,6000", "--virtual-time-budget=5000",
-           (HTML / "09_inside_the_model.html").as_uri()]
+           (HTML / f"{stem}.html").as_uri()]
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert shot.is_file(), f"chromium wrote no screenshot: {result.stderr[-2000:]}"
     image = Image.open(shot).convert("L")

@@ -241,3 +241,32 @@ def test_resuming_with_another_recipe_is_refused(docs, tokenizer, tmp_path):
     run(tiny_recipe(), docs, tokenizer, out=tmp_path / "ckpt", stop_at_step=2)
     with pytest.raises(ValueError, match=r"recipe differs.*lr 0\.001 vs 0\.003"):
         run(tiny_recipe(lr=1e-3), docs, tokenizer, resume=tmp_path / "ckpt")
+
+
+def test_default_sequence_length_follows_the_objective():
+    from mini_bert.training import DEFAULT_SEQ_LEN
+
+    assert Recipe().seq_len == DEFAULT_SEQ_LEN["mlm"] == 32  # short examples: the 5-minute recipe
+    assert Recipe(objective="sop").seq_len == Recipe(objective="nsp").seq_len == 128  # room for two segments
+    assert Recipe(objective="sop", seq_len=64).seq_len == 64  # an explicit length wins
+    assert Recipe.from_dict(Recipe(seq_len=48).to_dict()).seq_len == 48
+
+
+def test_recipe_search_log_describes_the_default_recipe():
+    from mini_bert.pretrained_tiny import RECIPES, recipe_search
+
+    runs = {run["id"]: run for run in recipe_search()["runs"]}
+    assert len(runs) == len(recipe_search()["runs"])  # ids are unique
+    default = RECIPES["tiny-wiki"]
+    s = runs["V3"]["settings"]  # the run the default recipe comes from
+    assert (s["seq_len"], s["batch_size"], s["lr"], s["mask_ratio"], s["format"], s["positions"]) == (
+        default.seq_len, default.batch_size, default.lr, default.mask_ratio, default.example_format, default.position_init)
+    assert s["init"] == default.model["initializer_range"]
+    for run in runs.values():  # every curve ends at the run's final number, and steps only go up
+        if run["curve"]:
+            assert run["curve"][-1] == [run["steps"], run["heldout_accuracy"]]
+            assert [step for step, _ in run["curve"]] == sorted({step for step, _ in run["curve"]})
+    # what the chapter and benchmarks/README.md say the log shows
+    assert runs["V3"]["heldout_accuracy"] > runs["V1"]["heldout_accuracy"] > runs["V4"]["heldout_accuracy"]
+    assert runs["V1"]["heldout_accuracy"] > runs["V2"]["heldout_accuracy"] + 0.05  # init 0.05 vs 0.02
+    assert min(runs["V3"]["heldout_accuracy"], runs["X1"]["heldout_accuracy"]) > 0.30

@@ -271,6 +271,26 @@ def test_explorer_follows_the_text_and_the_model(explorer):
     assert explorer.plot.outputs == ()
 
 
+def test_explorer_cuts_a_model_to_its_max_tokens(small_models):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    long_text = " ".join([EXPLORER_TEXT] * 3)
+    explorer = widgets.attention_explorer(small_models, text=long_text, max_tokens={"random B": 8})
+    assert len(explorer.view.tokens) == widgets.EXPLORER_MAX_TOKENS  # "random A": the explorer's own limit
+    explorer.model.value = "random B"
+    assert len(explorer.view.tokens) == 8 and explorer.view.tokens[-1] == "[SEP]"
+    assert explorer.attentions().shape[-1] == 8
+    model, tokenizer = small_models["random B"]
+    fig = widgets.plot_all_heads(model, tokenizer, long_text, "random B", max_length=8)
+    assert "8 tokens" in fig._suptitle.get_text()
+    with pytest.raises(ValueError, match="not in `models`"):
+        widgets.attention_explorer(small_models, text=long_text, max_tokens={"missing": 8})
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def test_explorer_stats_on_a_previous_token_head(tokenizer):
     view = widgets.HeadView("hand-made", 0, 0, ["[CLS]", "a", "b", "[SEP]"], torch.eye(4).roll(1, dims=1).T, {})
     from mini_bert import attention_stats
