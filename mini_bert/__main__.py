@@ -39,6 +39,13 @@ def _recipe_from_args(args):
                   **{k: getattr(args, k) for k in optional if getattr(args, k) is not None})
 
 
+def _by_input(ev: dict) -> str:
+    """The accuracy by what the model saw at the target: [MASK] (80%), a random token, the token itself."""
+    share = {k: n / ev["targets"] for k, n in ev["by_input_targets"].items()}
+    return ("by input: " + ", ".join(f"{name} {ev['by_input'][k]:.3f} ({share[k]:.0%} of the targets)"
+                                     for k, name in (("mask", "[MASK]"), ("random", "random token"), ("kept", "kept"))))
+
+
 def cmd_pretrain(args) -> int:
     import torch
 
@@ -65,6 +72,7 @@ def cmd_pretrain(args) -> int:
         if args.out:
             print(f"checkpoint: {args.out}")
         print(f"held-out masked-token loss: {ev['loss']:.3f}; unigram baseline accuracy: {ev['unigram_accuracy']:.3f}")
+        print(_by_input(ev))
         print(f"held-out masked-token accuracy: {ev['accuracy']:.3f}", flush=True)
     return 0
 
@@ -82,6 +90,7 @@ def cmd_evaluate(args) -> int:
     # The same examples and masks as pretraining's final evaluation (the masks have a fixed seed).
     ev = heldout_mlm(ckpt.model, ckpt.tokenizer, recipe, split=args.split, documents=documents)
     print(f"unigram baseline accuracy: {ev['unigram_accuracy']:.3f}")
+    print(_by_input(ev))
     print(f"held-out masked-token accuracy: {ev['accuracy']:.3f}")
     return 0
 

@@ -42,7 +42,7 @@ def _device_of(model: nn.Module) -> torch.device:
 
 @torch.no_grad()
 def evaluate_mlm(model: nn.Module, data, *, batch_size: int = 64, unigram_token: int | None = None,
-                 device: torch.device | None = None) -> dict[str, float]:
+                 mask_id: int | None = None, device: torch.device | None = None) -> dict:
     """Masked-token cross-entropy and accuracy over every target of `data`.
 
     data: a training.PretrainingData (its batches(batch_size) are used) or an iterable of batch
@@ -51,21 +51,35 @@ def evaluate_mlm(model: nn.Module, data, *, batch_size: int = 64, unigram_token:
     unigram_token: also report the accuracy of always predicting this token (pass the most
         frequent token of the training data: the baseline a model must beat to have learnt
         anything beyond word frequency).
-    Returns {"loss", "accuracy", "targets"} (+ "unigram_accuracy").
+    mask_id: the [MASK] id (taken from a PretrainingData): also report the accuracy by what the
+        model saw at the target, "by_input": {"mask": ..., "random": ..., "kept": ...}. A kept token
+        is visible, so it is much easier than a [MASK]ed one; this shows how much each kind adds.
+    Returns {"loss", "accuracy", "targets"} (+ "unigram_accuracy", + "by_input").
     """
     device = device or _device_of(model)
     batches = data.batches(batch_size) if hasattr(data, "batches") else data
+    if mask_id is None and hasattr(data, "special"):
+        mask_id = data.special.mask
     loss_sum, correct, count, unigram_hits = 0.0, 0, 0, 0
+    kinds = {"mask": [0, 0], "random": [0, 0], "kept": [0, 0]}  # [correct, count]
     with _eval_mode(model):
         for batch in batches:
             labels = batch["mlm_labels"].to(device)
             out = model(batch["input_ids"].to(device), batch["attention_mask"].to(device),
                         batch["token_type_ids"].to(device), mlm_labels=labels, masked_only=True)
-            targets = labels[labels != IGNORE_INDEX]
+            selected = labels != IGNORE_INDEX
+            targets = labels[selected]
             logits = out.mlm_logits.float()
             loss_sum += F.cross_entropy(logits, targets, reduction="sum").item()
-            correct += (logits.argmax(-1) == targets).sum().item()
+            hits = logits.argmax(-1) == targets
+            correct += hits.sum().item()
             count += targets.numel()
+            if mask_id is not None:
+                seen = batch["input_ids"].to(device)[selected]
+                for kind, where in (("mask", seen == mask_id), ("random", (seen != mask_id) & (seen != targets)),
+                                    ("kept", (seen != mask_id) & (seen == targets))):
+                    kinds[kind][0] += hits[where].sum().item()
+                    kinds[kind][1] += where.sum().item()
             if unigram_token is not None:
                 unigram_hits += (targets == unigram_token).sum().item()
     if count == 0:
@@ -73,6 +87,9 @@ def evaluate_mlm(model: nn.Module, data, *, batch_size: int = 64, unigram_token:
     result = {"loss": loss_sum / count, "accuracy": correct / count, "targets": count}
     if unigram_token is not None:
         result["unigram_accuracy"] = unigram_hits / count
+    if mask_id is not None:
+        result["by_input"] = {kind: c / n if n else float("nan") for kind, (c, n) in kinds.items()}
+        result["by_input_targets"] = {kind: n for kind, (_, n) in kinds.items()}
     return result
 
 

@@ -61,6 +61,37 @@ def test_heldout_accuracy_counts_every_target(model, tokenizer, docs):
     assert evaluate_mlm(model, data)["accuracy"] == result["accuracy"]
 
 
+class CopyTheInput(torch.nn.Module):
+    """A "model" that predicts, at every target, the token it sees there."""
+
+    def __init__(self, vocab_size):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.scale = torch.nn.Parameter(torch.ones(()))
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, mlm_labels=None, masked_only=True):
+        seen = input_ids[mlm_labels != -100]
+        logits = torch.nn.functional.one_hot(seen, self.vocab_size).float() * self.scale
+        return type("Out", (), {"mlm_logits": logits})()
+
+
+def test_accuracy_by_input_kind(model, tokenizer, docs):
+    data = PretrainingData(docs[1], tokenizer, Recipe(seq_len=64, vocab_size=300), heldout=True)
+    result = evaluate_mlm(model, data)
+    n, acc = result["by_input_targets"], result["by_input"]
+    assert sum(n.values()) == result["targets"]
+    assert n["mask"] / result["targets"] == pytest.approx(0.8, abs=0.03)  # the 80/10/10 rule
+    assert n["random"] / result["targets"] == pytest.approx(0.1, abs=0.03)
+    overall = sum(acc[k] * n[k] for k in n) / result["targets"]
+    assert overall == pytest.approx(result["accuracy"])
+    # Copying what it sees is right exactly at the kept targets, and nowhere else.
+    copy = evaluate_mlm(CopyTheInput(tokenizer.vocab_size), data)
+    assert copy["by_input"] == {"mask": 0.0, "random": 0.0, "kept": 1.0}
+    assert copy["accuracy"] == pytest.approx(n["kept"] / result["targets"])
+    # Without a [MASK] id (plain batches), there is no breakdown.
+    assert "by_input" not in evaluate_mlm(model, list(data.batches(64)))
+
+
 def test_most_frequent_token_is_a_normal_token(tokenizer, docs):
     token = most_frequent_token(tokenizer, docs[0])
     counts = torch.zeros(tokenizer.vocab_size, dtype=torch.long)
