@@ -325,3 +325,37 @@ def test_explorer_state_can_be_embedded(explorer):
     saved = state[explorer.plot.model_id]
     assert saved["model_name"] == "OutputModel"
     assert saved["state"]["outputs"][0]["data"]["image/png"] == explorer.plot.outputs[0]["data"]["image/png"]
+
+
+# ---- bertviz views sized for the page ----------------------------------------------------------
+
+def _maps(layers=2, heads=2, length=5):
+    torch.manual_seed(0)
+    return torch.randn(1, layers, heads, length, length).softmax(-1)
+
+
+TOKENS = ["[CLS]", "the", "cat", "sat", "[SEP]"]
+
+
+def test_bertviz_model_view_is_sized_for_the_page():
+    page = widgets.bertviz_html("model", _maps(), TOKENS, width=700, min_heads=6)
+    assert page.startswith('<div class="bertviz-output"')
+    # bertviz's own sizing is replaced: a 700-px canvas, thumbnails as for at least 6 heads.
+    assert "const DIV_WIDTH = 700;" in page and "const DIV_WIDTH = 970;" not in page
+    assert page.count("Math.max(config.totalHeads, 6)") == 2
+    assert "config.thumbnailWidth = (DIV_WIDTH - axisSize) / config.totalHeads;" not in page
+
+
+def test_bertviz_head_view_keeps_rounded_probabilities():
+    maps = _maps()
+    page = widgets.bertviz_html("head", maps, TOKENS, sentence_b_start=None, layer=0, heads=[1])
+    assert 'class="bertviz-output"' in page and "const DIV_WIDTH" not in page  # the head view is not resized
+    rounded = f"{float(maps[0, 0, 1, 0, 0].double().round(decimals=3)):.3f}".rstrip("0")
+    assert rounded in page
+
+
+def test_bertviz_bad_input_names_the_problem():
+    with pytest.raises(ValueError, match=r"\(1, layers, heads, L, L\) with L = len\(tokens\) = 4"):
+        widgets.bertviz_html("model", _maps(), TOKENS[:4])
+    with pytest.raises(ValueError, match="view must be 'head' or 'model'"):
+        widgets.bertviz_html("neuron", _maps(), TOKENS)
