@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .cache import atomic_write_text, cache_dir, cache_key
-from .tokenization import (Encoding, SpecialTokenIds, _build_encoding, _check_text, training_data_recipe,
-                           training_sentences)
+from .tokenization import (Encoding, SpecialTokenIds, _build_encoding, _check_text, merge_pair,
+                           training_data_recipe, training_sentences)
 
 BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
 # RoBERTa's special tokens. RoBERTa has <s>=0 <pad>=1 </s>=2 <unk>=3 and <mask> last; we put all
@@ -197,14 +197,7 @@ def learn_bpe_merges(chunk_counts: dict[str, int], n_merges: int, min_frequency:
         grown: set[tuple[str, str]] = set()
         for i in where.pop(pair):
             w, f = words[i], freqs[i]
-            merged, j, n = [], 0, len(w)
-            while j < n:
-                if w[j] == a and j + 1 < n and w[j + 1] == b:
-                    merged.append(new)
-                    j += 2
-                else:
-                    merged.append(w[j])
-                    j += 1
+            merged, n = merge_pair(w, a, b, new), len(w)
             if len(merged) == n:
                 continue  # an out-of-date entry in `where`
             for p in zip(w, w[1:]):

@@ -16,6 +16,16 @@ SHARING_MODES = ("none", "all", "attention", "ffn")
 POSITION_SCHEMES = ("bert", "roberta")
 
 
+def dataclass_from_dict(cls, values: dict):
+    """cls(**values), refusing unknown keys with an error that lists the valid ones (a typo in a saved
+    config or recipe must not pass silently). Shared by BertConfig and training.Recipe."""
+    fields = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - fields)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field(s) {unknown}; valid fields: {', '.join(sorted(fields))}")
+    return cls(**values)
+
+
 @dataclass
 class BertConfig:
     vocab_size: int = 30522
@@ -109,11 +119,7 @@ class BertConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "BertConfig":
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - fields)
-        if unknown:
-            raise ValueError(f"unknown BertConfig field(s) {unknown}; valid fields: {', '.join(sorted(fields))}")
-        return cls(**values)
+        return dataclass_from_dict(cls, values)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -516,6 +516,22 @@ def _split_word(word: str) -> tuple[str, ...]:
     return (word[0], *(PREFIX + ch for ch in word[1:]))
 
 
+def merge_pair(word: list[str], a: str, b: str, new: str) -> list[str]:
+    """`word` (a list of pieces) with every adjacent a, b replaced by `new`, left to right.
+
+    The one step both trainers repeat: WordPiece here, byte-level BPE in mini_bert.bpe.
+    """
+    merged, j, n = [], 0, len(word)
+    while j < n:
+        if word[j] == a and j + 1 < n and word[j + 1] == b:
+            merged.append(new)
+            j += 2
+        else:
+            merged.append(word[j])
+            j += 1
+    return merged
+
+
 def _merged(a: str, b: str) -> str:
     """The token that merging a and b makes: "hu" + "##g" -> "hug", "##u" + "##g" -> "##ug"."""
     return a + b.removeprefix(PREFIX)
@@ -609,14 +625,7 @@ def learn_wordpiece_vocab(word_counts: dict[str, int], vocab_size: int, score: s
         changed: set[tuple[str, str]] = set()
         for i in where.pop(pair):
             w, f = words[i], freqs[i]
-            merged, j, n = [], 0, len(w)
-            while j < n:
-                if w[j] == a and j + 1 < n and w[j + 1] == b:
-                    merged.append(new)
-                    j += 2
-                else:
-                    merged.append(w[j])
-                    j += 1
+            merged, n = merge_pair(w, a, b, new), len(w)
             if len(merged) == n:
                 continue  # an out-of-date entry in `where`: the word lost the pair earlier
             total[0] -= (n - len(merged)) * f

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import BertConfig
+from .config import BertConfig, dataclass_from_dict
 from .model import IGNORE_INDEX, BertForPreTraining
 
 OBJECTIVES = ("mlm", "nsp", "sop")
@@ -159,11 +159,7 @@ class Recipe:
 
     @classmethod
     def from_dict(cls, values: dict) -> "Recipe":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            raise ValueError(f"unknown Recipe field(s) {unknown}; valid fields: {', '.join(sorted(known))}")
-        return cls(**values)
+        return dataclass_from_dict(cls, values)
 
     def replace(self, **changes) -> "Recipe":
         return self.from_dict({**self.to_dict(), **changes})
