@@ -1,7 +1,7 @@
 """How long does one epoch of pretraining examples take to build? (Budget: 20 s on a 2-core CPU.)
 
 Tokenizes the training split once (not part of the budget: the chapters tokenize once and
-rebuild examples every epoch), then times every input format of mini_bert.pairs and the MLM
+rebuild examples every epoch), then times every input format of mini_bert.examples and the MLM
 masking of one epoch through PretrainingDataset + Collator.
 
     python benchmarks/build_examples_speed.py [--max-tokens 128] [--repeats 3] [--threads 1] [--smoke]
@@ -17,7 +17,7 @@ import torch
 
 from mini_bert.data import load_corpus
 from mini_bert.masking import MaskingConfig, SpecialTokens, continuation_table
-from mini_bert.pairs import FORMATS, Collator, PretrainingDataset, build_examples, tokenize_documents
+from mini_bert.examples import FORMATS, Collator, PretrainingDataset, build_examples, tokenize_documents
 
 BUDGET_S = 20.0
 

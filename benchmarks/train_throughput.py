@@ -178,7 +178,7 @@ def main(argv=None) -> None:
     if gpu and not torch.cuda.is_available():
         parser.error("--device cuda asked for, but CUDA is not available")
     if not gpu:
-        from mini_bert.training import physical_cores
+        from mini_bert.loop import physical_cores
 
         torch.set_num_threads(args.threads or physical_cores())
     else:

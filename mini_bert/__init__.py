@@ -8,7 +8,7 @@ from .model import (
     BertForSequenceClassification,
     BertModel,
 )
-from . import hf, pretrained
+from . import hf, minilm
 from .params import count_parameters, formula_parameters
 from .runtime import pick_device, seed_everything
 

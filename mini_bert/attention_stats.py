@@ -23,6 +23,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .batches import PretrainingData
+from .data import load_corpus
+from .evaluation import evaluate_mlm
+from .masking import MaskingConfig, SpecialTokens, mask_tokens
+from .recipe import Recipe
 from .tokenization import is_punctuation
 
 SPECIAL_NAMES = ("[CLS]", "[SEP]", "[PAD]")
@@ -136,7 +141,6 @@ def encode_sentence(tokenizer, text: str, text_b: str | None = None, max_length:
 @dataclass
 class HeadStats:
     """Per-head statistics averaged over many sentences: every tensor is (layers, heads)."""
-
     values: dict[str, torch.Tensor]
     n_sentences: int
     n_queries: int  # query tokens averaged over (each sentence's tokens, [CLS] and [SEP] included)
@@ -258,7 +262,6 @@ def layer_mask(layers: int, heads: int, layer: int) -> torch.Tensor:
 @dataclass
 class MLMBatch:
     """Masked validation sentences, fixed once, so every pruned model sees the same test."""
-
     input_ids: torch.Tensor
     token_type_ids: torch.Tensor
     attention_mask: torch.Tensor
@@ -267,8 +270,6 @@ class MLMBatch:
 
 def mlm_batch(tokenizer, sentences: list[str], seed: int = 0, max_length: int = 64) -> MLMBatch:
     """Pad the sentences into one batch and mask them with BERT's rule (seeded)."""
-    from .masking import MaskingConfig, SpecialTokens, mask_tokens
-
     special = SpecialTokens.from_tokenizer(tokenizer)
     ids, types, att = pad_batch(tokenizer, sentences, max_length)
     out = mask_tokens(ids, special, MaskingConfig(), generator=torch.Generator().manual_seed(seed))
@@ -278,22 +279,18 @@ def mlm_batch(tokenizer, sentences: list[str], seed: int = 0, max_length: int = 
 def heldout_mlm_batch(tokenizer, recipe=None, documents=None, *, split: str = "validation") -> MLMBatch:
     """The held-out masked examples a pretraining run is scored on, as one MLMBatch.
 
-    They are training.PretrainingData(documents, tokenizer, recipe, heldout=True): the recipe's
+    They are batches.PretrainingData(documents, tokenizer, recipe, heldout=True): the recipe's
     example format and length (e.g. 32-token pieces of a token stream), BERT's standard masking
     (15%, 80/10/10) with the fixed evaluation seed, so every call gives the same targets and
     mlm_loss(model, batch) equals evaluation.evaluate_mlm's loss on the same documents.
-    recipe: a training.Recipe or its dict (a checkpoint's .recipe); None = the default recipe.
+    recipe: a recipe.Recipe or its dict (a checkpoint's .recipe); None = the default recipe.
     documents: default load_corpus(split).
     """
-    from .training import PretrainingData, Recipe
-
     if recipe is None:
         recipe = Recipe(vocab_size=tokenizer.vocab_size)
     elif isinstance(recipe, dict):
         recipe = Recipe.from_dict(recipe)
     if documents is None:
-        from .data import load_corpus
-
         documents = load_corpus(split)
     data = PretrainingData(documents, tokenizer, recipe, heldout=True)
     batch = data.collate([data.dataset[i] for i in range(len(data))])
@@ -301,26 +298,19 @@ def heldout_mlm_batch(tokenizer, recipe=None, documents=None, *, split: str = "v
 
 
 def mlm_scores(model: nn.Module, batch: MLMBatch, chunk: int = 512) -> dict[str, float]:
-    """Masked-LM cross-entropy and accuracy of `model` (with an MLM head) over the batch's targets.
+    """Masked-LM cross-entropy and accuracy of `model` (with an MLM head) over the batch's targets:
+    evaluation.evaluate_mlm on the batch cut into chunks of `chunk` rows.
 
     Returns {"loss", "accuracy", "targets"}; every target counts once, whatever its chunk.
     """
-    total, correct, count = 0.0, 0, 0
-    with torch.no_grad():
-        for start in range(0, len(batch.input_ids), chunk):
-            sl = slice(start, start + chunk)
-            labels = batch.labels[sl]
-            n = int((labels != -100).sum())
-            if not n:
-                continue
-            out = model(batch.input_ids[sl], attention_mask=batch.attention_mask[sl],
-                        token_type_ids=batch.token_type_ids[sl], mlm_labels=labels, masked_only=True)
-            total += float(out.mlm_loss) * n
-            correct += int((out.mlm_logits.argmax(-1) == labels[labels != -100]).sum())
-            count += n
-    if not count:
-        raise ValueError("the batch has no masked targets (labels are all -100)")
-    return {"loss": total / count, "accuracy": correct / count, "targets": count}
+    chunks = ({"input_ids": batch.input_ids[s:s + chunk], "token_type_ids": batch.token_type_ids[s:s + chunk],
+               "attention_mask": batch.attention_mask[s:s + chunk], "mlm_labels": batch.labels[s:s + chunk]}
+              for s in range(0, len(batch.input_ids), chunk))
+    try:
+        result = evaluate_mlm(model, chunks)
+    except ValueError:
+        raise ValueError("the batch has no masked targets (labels are all -100)") from None
+    return {key: result[key] for key in ("loss", "accuracy", "targets")}
 
 
 def mlm_loss(model: nn.Module, batch: MLMBatch, chunk: int = 512) -> float:
@@ -331,7 +321,6 @@ def mlm_loss(model: nn.Module, batch: MLMBatch, chunk: int = 512) -> float:
 @dataclass
 class PruningResult:
     """Loss with every head, with one head off, and with one whole layer off."""
-
     base: float
     single: torch.Tensor  # (layers, heads): loss with that head off, minus base
     layer: torch.Tensor  # (layers,): loss with every head of that layer off, minus base

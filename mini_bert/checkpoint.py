@@ -159,7 +159,7 @@ def save_checkpoint(path: str | Path, model: nn.Module, tokenizer=None, history:
                     recipe=None, *, training_state: dict | None = None, evaluation: dict | None = None) -> Path:
     """Write a checkpoint folder at `path` atomically (replacing an existing one).
 
-    recipe: a training.Recipe or a dict. training_state: from training.training_state(), for resuming.
+    recipe: a recipe.Recipe or a dict. training_state: from loop.training_state(), for resuming.
     """
     from safetensors.torch import save_file
 
@@ -302,7 +302,7 @@ def load_checkpoint(path: str | Path, *, config: BertConfig | None = None, model
 
 
 def load_training_state(path: str | Path, expect_recipe=None) -> dict:
-    """What training.train(resume=...) needs to go on: model, optimiser, position, history, RNGs.
+    """What loop.train(resume=...) needs to go on: model, optimiser, position, history, RNGs.
 
     expect_recipe: the recipe of the run being resumed; a checkpoint of another recipe (other
     model, data, schedule or budget) raises CheckpointError naming the differing fields.

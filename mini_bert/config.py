@@ -14,11 +14,14 @@ ACTIVATIONS = ("gelu", "gelu_tanh", "relu")
 ACTIVATION_ALIASES = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu_fast": "gelu_tanh"}
 SHARING_MODES = ("none", "all", "attention", "ffn")
 POSITION_SCHEMES = ("bert", "roberta")
+# The label value that means "no loss here", shared by the masking code, the model and the
+# objectives (torch's cross_entropy skips it by default, and transformers uses the same value).
+IGNORE_INDEX = -100
 
 
 def dataclass_from_dict(cls, values: dict):
     """cls(**values), refusing unknown keys with an error that lists the valid ones (a typo in a saved
-    config or recipe must not pass silently). Shared by BertConfig and training.Recipe."""
+    config or recipe must not pass silently). Shared by BertConfig and recipe.Recipe."""
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - fields)
     if unknown:

@@ -16,7 +16,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .model import IGNORE_INDEX
+from .batches import PretrainingData, unigram_token
+from .config import IGNORE_INDEX
+from .data import load_corpus
+from .examples import Collator, PretrainingDataset, build_examples, tokenize_documents
+from .masking import SpecialTokens
+from .objectives import MaskedLM
+from .recipe import Recipe
 
 MASK_TEXT = "[MASK]"
 
@@ -45,9 +51,10 @@ def evaluate_mlm(model: nn.Module, data, *, batch_size: int = 64, unigram_token:
                  mask_id: int | None = None, device: torch.device | None = None) -> dict:
     """Masked-token cross-entropy and accuracy over every target of `data`.
 
-    data: a training.PretrainingData (its batches(batch_size) are used) or an iterable of batch
-        dicts with input_ids, attention_mask, token_type_ids and mlm_labels.
-    Every selected position counts - [MASK]ed, randomly replaced and kept alike - as in BERT.
+    data: a PretrainingData (its batches(batch_size) are used) or an iterable of batch dicts with
+        input_ids, attention_mask, token_type_ids and mlm_labels.
+    Every selected position counts - [MASK]ed, randomly replaced and kept alike - as in BERT. The
+    loss is objectives.MaskedLM's, the one training minimises, summed over batches and divided once.
     unigram_token: also report the accuracy of always predicting this token (pass the most
         frequent token of the training data: the baseline a model must beat to have learnt
         anything beyond word frequency).
@@ -60,51 +67,37 @@ def evaluate_mlm(model: nn.Module, data, *, batch_size: int = 64, unigram_token:
     batches = data.batches(batch_size) if hasattr(data, "batches") else data
     if mask_id is None and hasattr(data, "special"):
         mask_id = data.special.mask
-    loss_sum, correct, count, unigram_hits = 0.0, 0, 0, 0
-    kinds = {"mask": [0, 0], "random": [0, 0], "kept": [0, 0]}  # [correct, count]
+    objective = MaskedLM(masked_only=True, mask_id=mask_id)
+    totals: dict[str, float] = {}
+    unigram_hits = 0
     with _eval_mode(model):
         for batch in batches:
-            labels = batch["mlm_labels"].to(device)
-            out = model(batch["input_ids"].to(device), batch["attention_mask"].to(device),
-                        batch["token_type_ids"].to(device), mlm_labels=labels, masked_only=True)
-            selected = labels != IGNORE_INDEX
-            targets = labels[selected]
-            logits = out.mlm_logits.float()
-            loss_sum += F.cross_entropy(logits, targets, reduction="sum").item()
-            hits = logits.argmax(-1) == targets
-            correct += hits.sum().item()
-            count += targets.numel()
-            if mask_id is not None:
-                seen = batch["input_ids"].to(device)[selected]
-                for kind, where in (("mask", seen == mask_id), ("random", (seen != mask_id) & (seen != targets)),
-                                    ("kept", (seen != mask_id) & (seen == targets))):
-                    kinds[kind][0] += hits[where].sum().item()
-                    kinds[kind][1] += where.sum().item()
+            batch = {k: v.to(device) for k, v in batch.items()}
+            out = model.bert(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            for key, value in objective(model, out, batch).stats.items():
+                totals[key] = totals.get(key, 0) + value
             if unigram_token is not None:
-                unigram_hits += (targets == unigram_token).sum().item()
+                labels = batch["mlm_labels"]
+                unigram_hits += (labels[labels != IGNORE_INDEX] == unigram_token).sum().item()
+    count = totals.get("count", 0)
     if count == 0:
         raise ValueError("the evaluation data has no masked targets (is mlm_labels all -100?)")
-    result = {"loss": loss_sum / count, "accuracy": correct / count, "targets": count}
+    result = {"loss": totals["loss_sum"] / count, "accuracy": totals["correct"] / count, "targets": count}
     if unigram_token is not None:
         result["unigram_accuracy"] = unigram_hits / count
     if mask_id is not None:
-        result["by_input"] = {kind: c / n if n else float("nan") for kind, (c, n) in kinds.items()}
-        result["by_input_targets"] = {kind: n for kind, (_, n) in kinds.items()}
+        kinds = MaskedLM.INPUT_KINDS
+        result["by_input"] = {k: totals[f"correct_{k}"] / totals[f"count_{k}"] if totals[f"count_{k}"] else float("nan")
+                              for k in kinds}
+        result["by_input_targets"] = {k: totals[f"count_{k}"] for k in kinds}
     return result
 
 
 def most_frequent_token(tokenizer, documents=None) -> int:
     """The most frequent (non-special) token id of the training split (or of `documents`)."""
-    from .pairs import tokenize_documents
-    from .training import token_counts
-
     if documents is None:
-        from .data import load_corpus
-
         documents = load_corpus("train")
-    counts = token_counts(tokenize_documents(documents, tokenizer), tokenizer.vocab_size)
-    counts[sorted(tokenizer.special_ids)] = 0
-    return int(counts.argmax())
+    return unigram_token(tokenize_documents(documents, tokenizer), tokenizer)
 
 
 def heldout_mlm(model: nn.Module, tokenizer, recipe=None, *, split: str = "validation", documents=None,
@@ -112,9 +105,6 @@ def heldout_mlm(model: nn.Module, tokenizer, recipe=None, *, split: str = "valid
     """evaluate_mlm on a corpus split, in the examples of `recipe` (its format and seq_len; the
     default recipe if None), with the standard masking (15%, 80/10/10, fixed seed) and the
     unigram baseline from the training split: the number `pretrain` reports."""
-    from .data import load_corpus
-    from .training import PretrainingData, Recipe
-
     recipe = recipe if recipe is not None else Recipe(vocab_size=tokenizer.vocab_size)
     documents = load_corpus(split) if documents is None else documents
     data = PretrainingData(documents, tokenizer, recipe, heldout=True)
@@ -129,9 +119,6 @@ def heldout_mlm(model: nn.Module, tokenizer, recipe=None, *, split: str = "valid
 def sentence_examples(documents, tokenizer, task: str, *, seq_len: int = 128, seed: int = 0,
                       limit: int | None = None) -> dict[str, torch.Tensor]:
     """NSP or SOP examples of `documents` as one padded, unmasked batch (with sentence_labels)."""
-    from .masking import SpecialTokens
-    from .pairs import Collator, PretrainingDataset, build_examples, tokenize_documents
-
     if task not in ("nsp", "sop"):
         raise ValueError(f"task must be 'nsp' or 'sop', got {task!r}")
     special = SpecialTokens.from_tokenizer(tokenizer)
@@ -204,8 +191,6 @@ def sentence_probe(model: nn.Module, tokenizer, task: str = "nsp", *, objective:
     Documents default to the training split (probe training) and the validation split (scoring).
     Returns {"accuracy", "chance", "method", "examples"}; chance is the majority-class share.
     """
-    from .data import load_corpus
-
     if method not in ("auto", "head", "probe"):
         raise ValueError(f"method must be 'auto', 'head' or 'probe', got {method!r}")
     if method == "auto":

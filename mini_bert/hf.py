@@ -8,7 +8,7 @@ come from the model's construction, never from the copy.
 
 transformers is a test dependency, not a runtime one: the functions that need it import it
 themselves. The name tables and `load_hf_state_dict` need nothing but torch, which is how
-`mini_bert.pretrained` reads real checkpoints without transformers installed.
+`mini_bert.minilm` reads real checkpoints without transformers installed.
 """
 from __future__ import annotations
 

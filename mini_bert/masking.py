@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
-IGNORE_INDEX = -100  # label value where no loss is taken (torch.nn.CrossEntropyLoss's default)
+from .config import IGNORE_INDEX
+
 
 # What happened to each token (for the book's colour-coded masking widget).
 UNTOUCHED, MASKED, RANDOM, KEPT = 0, 1, 2, 3

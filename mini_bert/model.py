@@ -12,9 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import BertConfig
+from .config import IGNORE_INDEX, BertConfig
 
-IGNORE_INDEX = -100  # label value meaning "no loss here", as in torch's cross_entropy
 
 
 # ----------------------------------------------------------------------------- outputs
@@ -300,6 +299,14 @@ class MLMHead(nn.Module):
         self.word_embeddings = word_embeddings  # shared, not copied
         self.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
 
+    def reset_parameters(self, std: float) -> None:
+        """Initialise the head's own weights. The word table belongs to the embeddings and was
+        initialised there: initialising it again here would give BertForPreTraining another table
+        than BertModel from the same seed."""
+        init_weights(self.dense, std)
+        init_weights(self.norm, std)
+        nn.init.zeros_(self.bias)
+
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         h = self.norm(self.act(self.dense(hidden)))
         return F.linear(h, self.word_embeddings.weight, self.bias)
@@ -348,7 +355,7 @@ class BertForPreTraining(nn.Module):
         self.bert = BertModel(cfg)
         self.mlm = MLMHead(cfg, self.bert.embeddings.word)
         self.sentence = SentenceHead(cfg)
-        self.mlm.apply(lambda m: init_weights(m, cfg.initializer_range))
+        self.mlm.reset_parameters(cfg.initializer_range)
         self.sentence.apply(lambda m: init_weights(m, cfg.initializer_range))
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, mlm_labels=None, sentence_labels=None,
@@ -376,7 +383,7 @@ class BertForMaskedLM(nn.Module):
         self.config = cfg
         self.bert = BertModel(cfg, add_pooling_layer=False)
         self.mlm = MLMHead(cfg, self.bert.embeddings.word)
-        self.mlm.apply(lambda m: init_weights(m, cfg.initializer_range))
+        self.mlm.reset_parameters(cfg.initializer_range)
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, mlm_labels=None,
                 masked_only: bool = False, output_attentions: bool = False,

@@ -190,7 +190,8 @@ def test_masking_a_head_equals_removing_its_columns_of_the_output_projection(tok
 
 @pytest.fixture(scope="module")
 def heldout_setup(tokenizer):
-    from mini_bert.training import PretrainingData, Recipe
+    from mini_bert.batches import PretrainingData
+    from mini_bert.recipe import Recipe
 
     words = [w for w in tokenizer.vocab if not w.startswith("[") and not w.startswith("##")]
     g = torch.Generator().manual_seed(3)

@@ -13,7 +13,9 @@ from mini_bert.checkpoint import load_checkpoint
 
 SMALL = ["--max-docs", "100", "--vocab-size", "1000", "--hidden-size", "32", "--layers", "2", "--heads", "2",
          "--seq-len", "32", "--batch-size", "8", "--threads", "1", "--no-progress"]
-LAST_LINE = re.compile(r"^held-out masked-token accuracy: [01]\.\d{3}$")
+# The last two lines: validation-split accuracy on 32- and 128-token examples (the common targets).
+LAST_LINES = (re.compile(r"^held-out masked-token accuracy: [01]\.\d{3}$"),
+              re.compile(r"^held-out masked-token accuracy at 128 tokens: [01]\.\d{3}$"))
 
 
 
@@ -30,21 +32,22 @@ def trained(tmp_path_factory):
 
 def test_pretrain_prints_progress_and_ends_with_the_heldout_accuracy(trained):
     out, lines = trained
-    assert LAST_LINE.match(lines[-1]), lines[-1]
+    assert LAST_LINES[0].match(lines[-2]) and LAST_LINES[1].match(lines[-1]), lines[-2:]
+    assert lines[-3] == "validation split:" and lines[-4].startswith("test split, 128-token examples:")
     assert any(line.startswith("recipe: ") for line in lines)
     assert any(re.match(r"trained \d+ steps, [\d,]+ tokens in \d+\.\d s", line) for line in lines)
     ckpt = load_checkpoint(out)
     assert ckpt.recipe["budget"] == "3s" and ckpt.recipe["objective"] == "mlm"
     assert ckpt.model.config.hidden_size == 32 and ckpt.tokenizer.vocab_size == 1000
     assert 3.0 <= ckpt.history["seconds"][-1] < 3.0 + 10  # stopped once the budget was spent
-    assert f"{ckpt.evaluation['accuracy']:.3f}" == lines[-1].rsplit(" ", 1)[1]
+    assert f"{ckpt.evaluation['accuracy']:.3f}" == lines[-2].rsplit(" ", 1)[1]  # pretrain's own score
 
 
 def test_evaluate_and_fill_mask_read_the_checkpoint(trained, capsys):
     out, lines = trained
     # pretrain --max-docs 100 scored the first 100 // 8 validation articles; the masks are fixed.
     assert main(["evaluate", str(out), "--max-docs", "12"]) == 0
-    assert capsys.readouterr().out.strip().splitlines()[-1] == lines[-1]
+    assert capsys.readouterr().out.strip().splitlines()[-1] == lines[-2]
     assert main(["fill-mask", str(out), "paris is the capital of [MASK] .", "-k", "4"]) == 0
     rows = capsys.readouterr().out.strip().splitlines()
     assert len(rows) == 4 and all(re.match(r"^\S+\t0\.\d{3}$", r) for r in rows)
@@ -79,11 +82,11 @@ def test_help_documents_the_budget_syntax(capsys):
 
 def test_flags_left_out_keep_the_default_recipe():
     from mini_bert.__main__ import _recipe_from_args, build_parser
-    from mini_bert.pretrained_tiny import RECIPES
-    from mini_bert.training import Recipe
+    from mini_bert.runs import PRETRAINED
+    from mini_bert.recipe import Recipe
 
     recipe = _recipe_from_args(build_parser().parse_args(["pretrain"]))
-    assert recipe.to_dict() == RECIPES["tiny-wiki"].to_dict() == Recipe().to_dict()
+    assert recipe.to_dict() == PRETRAINED["tiny-wiki"].to_dict() == Recipe().to_dict()
     sop = _recipe_from_args(build_parser().parse_args(["pretrain", "--objective", "sop", "--hidden-size", "64"]))
     assert sop.seq_len == 128 and sop.model["hidden_size"] == 64 and sop.model["intermediate_size"] == 256
     assert sop.model["initializer_range"] == Recipe().model["initializer_range"]  # the override keeps the rest

@@ -15,7 +15,9 @@ from mini_bert.evaluation import (
     train_logistic_probe,
 )
 from mini_bert.tokenization import train_wordpiece
-from mini_bert.training import PretrainingData, Recipe, pretrain
+from mini_bert.batches import PretrainingData
+from mini_bert.pretraining import pretrain
+from mini_bert.recipe import Recipe
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 
@@ -62,17 +64,20 @@ def test_heldout_accuracy_counts_every_target(model, tokenizer, docs):
 
 
 class CopyTheInput(torch.nn.Module):
-    """A "model" that predicts, at every target, the token it sees there."""
+    """A "model" that predicts, at every target, the token it sees there: its encoder's hidden
+    state is the one-hot vector of the input token, and its MLM head passes it on as logits."""
 
     def __init__(self, vocab_size):
         super().__init__()
         self.vocab_size = vocab_size
         self.scale = torch.nn.Parameter(torch.ones(()))
 
-    def forward(self, input_ids, attention_mask=None, token_type_ids=None, mlm_labels=None, masked_only=True):
-        seen = input_ids[mlm_labels != -100]
-        logits = torch.nn.functional.one_hot(seen, self.vocab_size).float() * self.scale
-        return type("Out", (), {"mlm_logits": logits})()
+    def bert(self, input_ids, attention_mask=None, token_type_ids=None):
+        hidden = torch.nn.functional.one_hot(input_ids, self.vocab_size).float()
+        return type("Out", (), {"last_hidden_state": hidden})()
+
+    def mlm(self, hidden):
+        return hidden * self.scale
 
 
 def test_accuracy_by_input_kind(model, tokenizer, docs):

@@ -192,3 +192,21 @@ def test_bad_labels_get_a_clear_error():
         model(ids, mask, types, sentence_labels=torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="masked_only=True needs mlm_labels"):
         model(ids, mask, types, masked_only=True)
+
+
+def test_pretraining_model_starts_from_the_same_encoder_as_bert_model():
+    # The MLM head shares the word table with the embeddings; initialising the head must not
+    # initialise that table a second time (it did once: same seed, another table).
+    from mini_bert import BertConfig, BertForMaskedLM, BertForPreTraining, BertModel, seed_everything
+
+    cfg = BertConfig.from_preset("tiny", vocab_size=97, hidden_size=32, num_attention_heads=2, intermediate_size=64)
+    for cls, pooler in ((BertForPreTraining, True), (BertForMaskedLM, False)):
+        seed_everything(3)
+        encoder = BertModel(cfg, add_pooling_layer=pooler).state_dict()
+        seed_everything(3)
+        model = cls(cfg)
+        assert model.mlm.word_embeddings is model.bert.embeddings.word
+        for name, tensor in model.bert.state_dict().items():
+            if name in encoder:
+                assert torch.equal(tensor, encoder[name]), (cls.__name__, name)
+        assert torch.equal(model.mlm.bias, torch.zeros(97)) and model.mlm.dense.weight.std() > 0

@@ -9,16 +9,10 @@ import torch
 from mini_bert import BertConfig, BertForPreTraining
 from mini_bert.data import load_corpus
 from mini_bert.tokenization import train_wordpiece
-from mini_bert.training import (
-    Budget,
-    GlobalBatches,
-    PretrainingData,
-    Recipe,
-    lr_factor,
-    make_optimizer,
-    parse_budget,
-    pretrain,
-)
+from mini_bert.batches import GlobalBatches, PretrainingData
+from mini_bert.loop import lr_factor, make_optimizer
+from mini_bert.pretraining import pretrain
+from mini_bert.recipe import Budget, Recipe, parse_budget
 
 TINY_MODEL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
 
@@ -35,7 +29,8 @@ def tokenizer(docs):
 
 
 def tiny_recipe(**changes) -> Recipe:
-    base = dict(model=TINY_MODEL, vocab_size=400, seq_len=32, batch_size=8, lr=3e-3, budget="6", warmup=0.2)
+    base = dict(model=TINY_MODEL, vocab_size=400, seq_len=32, long_seq_len=0, batch_size=8, lr=3e-3, budget="6",
+                warmup=0.2)
     return Recipe(**{**base, **changes})
 
 
@@ -137,7 +132,7 @@ def test_global_batches_are_a_function_of_the_step(docs, tokenizer):
 
 def test_token_stream_cuts_one_stream_into_full_examples():
     from mini_bert.masking import SpecialTokens
-    from mini_bert.training import token_stream_examples
+    from mini_bert.examples import token_stream_examples
 
     special = SpecialTokens(cls=2, sep=3, mask=4, pad=0, vocab_size=100, unk=1)
     docs = [[[10, 11], [12]], [[20, 21, 22, 23, 24]], [], [[30, 31]]]
@@ -150,7 +145,7 @@ def test_token_stream_cuts_one_stream_into_full_examples():
 
 
 def test_sinusoidal_position_init():
-    from mini_bert.training import build_model, sinusoidal_table
+    from mini_bert.pretraining import build_model, sinusoidal_table
 
     model = build_model(tiny_recipe(position_init="sinusoidal"), vocab_size=100)
     table = model.bert.embeddings.position.weight
@@ -244,7 +239,7 @@ def test_resuming_with_another_recipe_is_refused(docs, tokenizer, tmp_path):
 
 
 def test_default_sequence_length_follows_the_objective():
-    from mini_bert.training import DEFAULT_SEQ_LEN
+    from mini_bert.recipe import DEFAULT_SEQ_LEN
 
     assert Recipe().seq_len == DEFAULT_SEQ_LEN["mlm"] == 32  # short examples: the 5-minute recipe
     assert Recipe(objective="sop").seq_len == Recipe(objective="nsp").seq_len == 128  # room for two segments
@@ -253,11 +248,11 @@ def test_default_sequence_length_follows_the_objective():
 
 
 def test_recipe_search_log_describes_the_default_recipe():
-    from mini_bert.pretrained_tiny import RECIPES, recipe_search
+    from mini_bert.runs import PRETRAINED, recipe_search
 
     runs = {run["id"]: run for run in recipe_search()["runs"]}
     assert len(runs) == len(recipe_search()["runs"])  # ids are unique
-    default = RECIPES["tiny-wiki"]
+    default = PRETRAINED["tiny-wiki"]
     s = runs["V3"]["settings"]  # the run the default recipe comes from
     assert (s["seq_len"], s["batch_size"], s["lr"], s["mask_ratio"], s["format"], s["positions"]) == (
         default.seq_len, default.batch_size, default.lr, default.mask_ratio, default.example_format, default.position_init)
@@ -270,3 +265,63 @@ def test_recipe_search_log_describes_the_default_recipe():
     assert runs["V3"]["heldout_accuracy"] > runs["V1"]["heldout_accuracy"] > runs["V4"]["heldout_accuracy"]
     assert runs["V1"]["heldout_accuracy"] > runs["V2"]["heldout_accuracy"] + 0.05  # init 0.05 vs 0.02
     assert min(runs["V3"]["heldout_accuracy"], runs["X1"]["heldout_accuracy"]) > 0.30
+
+
+# ------------------------------------------------------------------ two phases, objectives
+
+def test_two_phase_recipe_trains_long_examples_at_the_end_with_the_same_tokens(docs, tokenizer, tmp_path):
+    recipe = tiny_recipe(budget="10", long_seq_len=64, long_fraction=0.3)
+    assert recipe.phases() == [(0.0, 32, 8), (0.7, 64, 4)]
+    full = run(recipe, docs, tokenizer)
+    per_step = [b - a for a, b in zip([0] + full.history["tokens"], full.history["tokens"])]
+    # 7 short steps and 3 long ones; every step reads at most batch x seq_len = 256 tokens
+    # (padding excluded), and a long step reads more than half of that.
+    assert len(per_step) == 10 and max(per_step) <= 256 and min(per_step[7:]) > 128
+    # Resuming in the long phase finds the same batches (they are indexed by the step).
+    run(recipe, docs, tokenizer, out=tmp_path / "part", stop_at_step=8)
+    resumed = run(recipe, docs, tokenizer, resume=tmp_path / "part")
+    for key, values in deterministic(full.history).items():
+        assert same_floats(values, resumed.history[key]), key
+
+
+def test_phase_batches_switch_at_the_budget_fraction(docs, tokenizer):
+    from mini_bert.batches import recipe_batches
+
+    recipe = tiny_recipe(long_seq_len=64, long_fraction=0.5)
+    batches, data = recipe_batches(docs[0], tokenizer, recipe)
+    assert [d.seq_len for d in data] == [32, 64]
+    assert batches(3, 0.49)["input_ids"].shape == (8, 32)
+    assert batches(3, 0.5)["input_ids"].shape == (4, 64)
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(long_seq_len=16), "longer than seq_len"),
+    (dict(long_seq_len=64, long_fraction=1.0), "share of the budget"),
+    (dict(long_seq_len=48), "divisors of 256"),
+    (dict(long_seq_len=1024, batch_size=64), "only 512 positions"),
+    (dict(seq_len=600, batch_size=8), "only 512 positions"),
+])
+def test_bad_phase_settings_name_the_fix(changes, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_recipe(**changes)
+
+
+def test_training_and_evaluation_share_one_masked_lm_loss(docs, tokenizer):
+    # The loss the training step logs equals objectives.MaskedLM on the same batch and weights,
+    # which is also what evaluate_mlm adds up: one loss, used everywhere.
+    from mini_bert.evaluation import evaluate_mlm
+    from mini_bert.objectives import MaskedLM
+    from mini_bert.batches import recipe_batches
+    from mini_bert.pretraining import build_model
+
+    recipe = tiny_recipe(lr=1e-9, warmup=0.0, schedule="constant", budget="1")
+    batches, _ = recipe_batches(docs[0], tokenizer, recipe)
+    model = build_model(recipe, tokenizer.vocab_size).eval()
+    batch = batches(0)
+    result = MaskedLM()(model, model.bert(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]), batch)
+    history = run(recipe, docs, tokenizer).history  # the same model and batch, one step
+    assert history["mlm_loss"][0] == pytest.approx(result.loss_sum.item() / result.count, rel=1e-6)
+    assert evaluate_mlm(model, [batch])["loss"] == pytest.approx(result.loss_sum.item() / result.count, rel=1e-6)
+    # The model's own (transformers-style) mean loss is the same number.
+    out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], mlm_labels=batch["mlm_labels"])
+    assert out.mlm_loss.item() == pytest.approx(result.loss_sum.item() / result.count, rel=1e-6)

@@ -11,9 +11,8 @@ from typing import Callable
 
 import torch
 
+from ..config import IGNORE_INDEX  # "no loss here", as in torch's cross_entropy
 from ._common import _call, _report
-
-IGNORE_INDEX = -100  # "no loss here", as in torch's cross_entropy and mini_bert
 
 
 # ----------------------------------------------------------------------------- helpers

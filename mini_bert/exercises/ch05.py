@@ -167,7 +167,7 @@ def check_mean_pooling(fn: Callable) -> bool:
         else:
             problems.append(f"fails with a float mask{': ' + error if error else ''}")
         from ..model import BertModel
-        from ..pretrained import sentence_embedding
+        from ..minilm import sentence_embedding
 
         model = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                      intermediate_size=32)).eval()
@@ -176,9 +176,9 @@ def check_mean_pooling(fn: Callable) -> bool:
             mine = torch.nn.functional.normalize(fn(model(ids, attention_mask=mask).last_hidden_state, mask), dim=-1)
             reference = sentence_embedding(model, ids, mask)
         if _close(mine, reference):
-            passed.append("normalised, it equals mini_bert.pretrained.sentence_embedding on a small model")
+            passed.append("normalised, it equals mini_bert.minilm.sentence_embedding on a small model")
         else:
-            problems.append("normalised, it differs from mini_bert.pretrained.sentence_embedding")
+            problems.append("normalised, it differs from mini_bert.minilm.sentence_embedding")
     return _report("check_mean_pooling", problems, passed)
 
 

@@ -160,7 +160,7 @@ def _sop_token_pairs():
     """SOP pairs as WordPiece token strings: (train pairs, train labels, validation pairs, labels)."""
     from ..data import load_corpus
     from ..masking import SpecialTokens
-    from ..pairs import sop_examples, tokenize_documents
+    from ..examples import sop_examples, tokenize_documents
     from ..tokenization import default_tokenizer
 
     tokenizer = default_tokenizer()

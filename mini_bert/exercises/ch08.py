@@ -16,11 +16,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..config import IGNORE_INDEX
 from ._common import _call, _close, _fail, _report, _shape
 
 __all__ = ["check_lr_schedule", "check_decay_groups", "check_masked_only_loss", "check_unigram_accuracy"]
-
-IGNORE_INDEX = -100
 
 
 # --------------------------------------------------------------------------------------------
@@ -28,7 +27,8 @@ IGNORE_INDEX = -100
 # --------------------------------------------------------------------------------------------
 
 def _reference_lr(step: int, total: int, peak: float, warmup: int) -> float:
-    from ..training import Recipe, lr_factor
+    from ..loop import lr_factor
+    from ..recipe import Recipe
 
     recipe = Recipe(lr=peak, warmup=warmup / total, schedule="linear", budget=str(total))
     return peak * lr_factor(recipe, step / total)
@@ -38,7 +38,7 @@ def check_lr_schedule(lr_at) -> bool:
     """Check lr_at(step, total_steps, peak_lr, warmup_steps) -> the learning rate at `step`.
 
     From 0 at step 0 up to peak_lr at step warmup_steps, then down to 0 at step total_steps, in
-    straight lines (mini_bert.training.lr_factor with schedule="linear").
+    straight lines (mini_bert.loop.lr_factor with schedule="linear").
     """
     passed: list[str] = []
     fail = functools.partial(_fail, "check_lr_schedule", passed)
@@ -69,7 +69,8 @@ def check_lr_schedule(lr_at) -> bool:
 # --------------------------------------------------------------------------------------------
 
 def _reference_groups(model: nn.Module) -> tuple[set[str], set[str]]:
-    from ..training import Recipe, make_optimizer
+    from ..loop import make_optimizer
+    from ..recipe import Recipe
 
     names = {id(p): n for n, p in model.named_parameters()}
     groups = make_optimizer(model, Recipe()).param_groups
@@ -113,7 +114,7 @@ def check_decay_groups(split_parameters) -> bool:
             hint = "decay every weight matrix (embeddings included); exclude biases and all LayerNorm parameters."
         where = "should not be decayed" if example in decay else "should be decayed"
         return fail(f"{example} {where}", hint)
-    passed.append(f"{len(want_decay)} decayed and {len(want_plain)} plain parameters, as mini_bert.training.make_optimizer")
+    passed.append(f"{len(want_decay)} decayed and {len(want_plain)} plain parameters, as mini_bert.loop.make_optimizer")
     return _report("check_decay_groups", [], passed)
 
 

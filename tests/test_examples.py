@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mini_bert.masking import IGNORE_INDEX, MaskingConfig, SpecialTokens, continuation_table
-from mini_bert.pairs import (
+from mini_bert.examples import (
     FORMATS,
     Collator,
     Example,

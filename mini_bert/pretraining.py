@@ -1,0 +1,104 @@
+"""Pretraining, recipe in, model out: `pretrain` builds the data, the model and the loop.
+
+`build_model` gives a seeded fresh model (with the sin/cos position start the book's recipe
+uses); `pretrain` trains it on the book's corpus (or given documents), optionally writing and
+resuming atomic checkpoints, and scores it on the held-out split at the end.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import checkpoint as ckpt
+from .batches import PretrainingData, recipe_batches, unigram_token
+from .data import load_corpus
+from .evaluation import evaluate_mlm
+from .loop import train
+from .model import BertForPreTraining
+from .recipe import Recipe, parse_budget
+from .runtime import seed_everything
+
+
+# ============================================================================================
+# Recipe in, model out
+# ============================================================================================
+
+@dataclass
+class PretrainResult:
+    model: BertForPreTraining
+    tokenizer: Any
+    history: dict[str, list]
+    recipe: Recipe
+    evaluation: dict[str, float] = field(default_factory=dict)  # held-out MLM at the end
+
+
+def sinusoidal_table(positions: int, width: int) -> torch.Tensor:
+    """The Transformer's position code: sin and cos of position / 10000^(2i/width), interleaved.
+
+    Position p+k is a fixed rotation of position p in every (sin, cos) pair, so attention can
+    learn "look k tokens back" with one linear map - which random vectors must discover slowly.
+    """
+    position = torch.arange(positions, dtype=torch.float32)[:, None]
+    frequency = 10000.0 ** (-torch.arange(0, width, 2, dtype=torch.float32) / width)
+    table = torch.zeros(positions, width)
+    table[:, 0::2] = torch.sin(position * frequency)
+    table[:, 1::2] = torch.cos(position * frequency[: width // 2])
+    return table
+
+
+def build_model(recipe: Recipe, vocab_size: int) -> BertForPreTraining:
+    """A freshly initialised model; seeded, so the same recipe gives the same initial weights."""
+    seed_everything(recipe.seed)
+    model = BertForPreTraining(recipe.model_config(vocab_size))
+    if recipe.position_init == "sinusoidal":
+        table = model.bert.embeddings.position.weight
+        with torch.no_grad():
+            table.copy_(sinusoidal_table(*table.shape) * model.config.initializer_range)
+    return model
+
+
+def pretrain(recipe: Recipe = Recipe(), *, tokenizer=None, train_documents=None, eval_documents=None,
+             out: str | Path | None = None, resume: str | Path | None = None, device=None,
+             eval_every: int | None = None, progress: bool = True, stop_at_step: int | None = None,
+             checkpoint_every: int | None = None) -> PretrainResult:
+    """Pretrain a BertForPreTraining following `recipe`, on the book's corpus by default.
+
+    tokenizer: default_tokenizer(recipe.vocab_size) unless given.
+    train_documents / eval_documents: load_corpus("train") / load_corpus("validation") unless given.
+    out: write the checkpoint there (atomically, at the end and every `checkpoint_every` steps).
+    resume: a checkpoint folder written with its training state; training goes on from there.
+    Returns the model, tokenizer, history and the final held-out evaluation.
+    """
+    recipe.validate()
+    parse_budget(recipe.budget)
+    if tokenizer is None:
+        from .tokenization import default_tokenizer
+
+        tokenizer = default_tokenizer(recipe.vocab_size)
+    train_documents = load_corpus("train") if train_documents is None else train_documents
+    eval_documents = load_corpus("validation") if eval_documents is None else eval_documents
+    batches, (train_data, *_) = recipe_batches(train_documents, tokenizer, recipe)
+    eval_data = PretrainingData(eval_documents, tokenizer, recipe, heldout=True)
+    unigram = unigram_token(train_data.tokens, tokenizer)
+
+    saved = None
+    if resume is not None:
+        saved = ckpt.load_training_state(resume, expect_recipe=recipe)
+        model = saved["model"]
+    else:
+        model = build_model(recipe, tokenizer.vocab_size)
+
+    def save(state):
+        ckpt.save_checkpoint(out, state["model"], tokenizer, state["history"], recipe, training_state=state)
+
+    history = train(model, batches, recipe, device=device, eval_data=eval_data if eval_every else None, eval_every=eval_every,
+                    progress=progress, resume=saved, stop_at_step=stop_at_step,
+                    on_checkpoint=save if out is not None else None, checkpoint_every=checkpoint_every)
+    evaluation = evaluate_mlm(model, eval_data, unigram_token=unigram)
+    if out is not None and int(os.environ.get("RANK", "0")) == 0:
+        ckpt.update_evaluation(out, evaluation)
+    return PretrainResult(model, tokenizer, history, recipe, evaluation)

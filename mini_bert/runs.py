@@ -1,0 +1,844 @@
+"""Seeded runs and grids of runs: the engine behind the book's ablation chapters.
+
+An ablation asks "does this change help?". One run per setting cannot answer it: two runs of the
+same recipe with different seeds already differ, so we need several seeds per setting, the same
+targets for every setting, and a statement of how sure we are. The pieces, in that order:
+
+- `code_version()`: a hash of the package's source. A trained model depends on the code that
+  trained it, so the cache and the results logs are keyed by it.
+- `run(recipe, seed)`: one seeded pretraining run, trained once and then loaded from the cache,
+  scored on COMMON targets whatever the recipe trained on: held-out masked-token loss and accuracy
+  on the validation and test splits, in 32- and 128-token "token_stream" examples with BERT's
+  standard masking (15%, 80/10/10, fixed seed). A recipe that trains on sentence pairs with 40%
+  masking is scored exactly like one that trains on 32-token streams with 15%.
+- `Experiment`, `register`, `EXPERIMENTS`: an ablation as data: a base recipe per scale ("cpu":
+  minutes on a laptop, "gpu": the real thing), named arms (each a few recipe changes), a baseline.
+- `grid(name, seeds)`: every arm x seed, appended to a JSON log after every run, so a killed grid
+  resumes where it stopped; in parallel worker processes on a multi-core CPU.
+- `GridResult.table(metric)`: per arm the per-seed values, mean, std, min, max; per non-baseline
+  arm the paired difference to the baseline with its 95% confidence interval (Student t), and
+  whether that interval excludes 0 ("detectable"). `plot_grid` draws the same.
+
+Parallelism, measured (the figures are in the comment at `DEFAULT_JOBS_RULE`): on the 2-core
+machine the book targets, two single-thread runs side by side finished in 41.8 s, the same two
+runs one after the other with two threads each in 54.9 s. The tiny model's matrices are too
+small for two threads to share one product well, and a run's Python work (tokenising, building
+and masking examples) uses one core anyway, so `grid` trains one single-thread run per core.
+"""
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import platform
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from .cache import atomic_write_text, cache_dir, cache_key
+from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from .data import load_corpus
+from .evaluation import evaluate_mlm, most_frequent_token
+from .runtime import pick_device
+from .tokenization import default_recipe, default_tokenizer, training_data_recipe
+from .batches import PretrainingData
+from .loop import physical_cores
+from .pretraining import pretrain
+from .recipe import Recipe
+
+PACKAGE = Path(__file__).resolve().parent
+RESULTS_DIR = PACKAGE / "results"  # the shipped logs: results/{experiment}-{scale}.json
+RESULTS_FORMAT = "mini_bert-grid/1"
+RUN_FILE = "run.json"  # beside the checkpoint in a cache entry: the scores and the provenance
+SPLITS = ("validation", "test")  # the held-out splits every run is scored on
+SCALES = ("cpu", "gpu")
+# What a run's evaluation keeps of evaluate_mlm's result (its by-input breakdown is left out).
+SCORE_KEYS = ("loss", "accuracy", "targets", "unigram_accuracy")
+DEFAULT_METRICS = ("validation.mlm@32.accuracy", "validation.mlm@128.accuracy",
+                   "test.mlm@32.accuracy", "test.mlm@128.accuracy")
+
+# How many runs to train side by side on the CPU when grid(jobs=None). Measured on the book's kind
+# of machine (2 physical cores, idle: load average 1.09 and falling, no other process running),
+# two runs of the default Recipe() (tiny preset, seq 32, batch 64) for 100 steps on the whole
+# corpus, each a fresh process (import, tokenizer, building the examples, training, scoring):
+#   two 1-thread runs side by side:        41.8 s for both  (training loops 23.5 s and 25.2 s)
+#   two 2-thread runs one after the other: 54.9 s for both  (training loops 15.1 s and 16.7 s)
+# Side by side is 24% faster. A second thread makes the training loop only about 1.6x faster
+# than a single-thread loop sharing the machine with another (the tiny model's matrix products
+# are too small to split well), and a run's Python work
+# (tokenising, building and masking examples, about 15 s here) uses one core whatever the
+# thread count. A repeat gave 42.9 s side by side; its sequential half was disturbed by another
+# job taking a core (load average 3.9), and the two-thread runs then took 327 s: multi-threaded
+# runs collapse when a core is taken from them, one more reason for single-thread workers.
+DEFAULT_JOBS_RULE = "one single-thread run per physical core"
+
+
+# ============================================================================================
+# The code version
+# ============================================================================================
+
+def source_files() -> list[Path]:
+    """The package's source files that can change a trained model or its scores: every
+    mini_bert/**/*.py except the exercise checkers and the widgets, sorted by path."""
+    return sorted(p for p in PACKAGE.rglob("*.py")
+                  if "exercises" not in p.relative_to(PACKAGE).parts and p.name != "widgets.py")
+
+
+def code_version() -> str:
+    """A short SHA-256 of the CONTENT of `source_files()` (with their paths, in order).
+
+    Not the package version: that changes only at releases, while the code behind a notebook
+    changes every day. Any edit (even a comment) gives a new version, so a cached run is
+    sometimes retrained needlessly, but never reused when it should not be.
+    """
+    digest = hashlib.sha256()
+    for path in source_files():
+        digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+# ============================================================================================
+# One run
+# ============================================================================================
+
+@dataclass
+class Run:
+    """One trained model with its scores and where it came from."""
+
+    model: torch.nn.Module
+    tokenizer: Any
+    history: dict[str, list]
+    recipe: Recipe  # with the run's seed
+    seed: int
+    # {"validation": {"mlm@32": {"loss", "accuracy", "targets", "unigram_accuracy"}, "mlm@128": ...}, "test": ...}
+    evaluation: dict[str, dict[str, dict[str, float]]]
+    provenance: dict[str, Any]
+    from_cache: bool
+    path: Path | None = None  # the cache entry (None when cache=False)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """The evaluation flattened: {"validation.mlm@32.accuracy": 0.31, ...}."""
+        return flatten_metrics(self.evaluation)
+
+
+def flatten_metrics(evaluation: dict) -> dict[str, float]:
+    """{"validation": {"mlm@32": {"accuracy": 0.3}}} -> {"validation.mlm@32.accuracy": 0.3}."""
+    flat = {}
+    for split, scores in evaluation.items():
+        for task, result in scores.items():
+            for key, value in result.items():
+                flat[f"{split}.{task}.{key}"] = float(value)
+    return flat
+
+
+def documents_sha256(documents) -> str:
+    """A hash of the text of a document list (Documents, lists of sentences, or plain texts)."""
+    def sentences(doc):
+        return [doc] if isinstance(doc, str) else list(getattr(doc, "sentences", doc))
+
+    blob = json.dumps([sentences(d) for d in documents], ensure_ascii=False).encode()
+    return hashlib.sha256(blob).hexdigest()
+
+
+def run_key(recipe: Recipe, *, train_documents=None, validation_documents=None, test_documents=None,
+            eval_every: int | None = None) -> str:
+    """The cache key of a run: everything that determines the model and its scores.
+
+    The recipe (seed included), the corpus version, the tokenizer recipe, the code version; and
+    the text of the document lists when a caller gives its own (absent otherwise, so the common
+    case keeps a short, stable key); and eval_every, which adds a held-out curve to the history.
+    """
+    documents = {name: documents_sha256(docs) for name, docs in
+                 (("train", train_documents), ("validation", validation_documents), ("test", test_documents))
+                 if docs is not None}
+    return cache_key("run", recipe=recipe.to_dict(), data=training_data_recipe(),
+                     tokenizer=default_recipe(recipe.vocab_size), code=code_version(),
+                     **({"documents": documents} if documents else {}),
+                     **({"eval_every": eval_every} if eval_every else {}))
+
+
+def score(model, tokenizer, *, lengths: Sequence[int] = (32, 128), validation_documents=None, test_documents=None,
+          train_documents=None, scores: dict | None = None) -> dict:
+    """The common targets: held-out MLM on the validation and test splits, at each length.
+
+    Every run is scored the same way whatever it trained on: "token_stream" examples of `length`
+    tokens, BERT's standard masking (15%, 80/10/10) with the fixed evaluation seed, and the
+    unigram baseline (always predict the most frequent training token) beside it.
+    Lengths the model cannot take (longer than max_position_embeddings) are skipped.
+    scores: an evaluation computed earlier; only the (split, length) pairs it lacks are scored.
+    """
+    documents = {"validation": validation_documents, "test": test_documents}
+    result = {split: dict((scores or {}).get(split, {})) for split in SPLITS}
+    lengths = [n for n in lengths if n <= model.config.max_position_embeddings]
+    missing = [(split, n) for split in SPLITS for n in lengths if f"mlm@{n}" not in result[split]]
+    if not missing:
+        return result
+    unigram = most_frequent_token(tokenizer, train_documents)
+    for split, n in missing:
+        docs = load_corpus(split) if documents[split] is None else documents[split]
+        data = PretrainingData(docs, tokenizer, Recipe(vocab_size=tokenizer.vocab_size, format="token_stream",
+                                                       seq_len=n), heldout=True)
+        full = evaluate_mlm(model, data, unigram_token=unigram)
+        result[split][f"mlm@{n}"] = {k: full[k] for k in SCORE_KEYS}
+    return result
+
+
+def _read_run_file(path: Path) -> dict | None:
+    """The run.json of a cache entry, or None when it is missing or damaged (then we rescore)."""
+    try:
+        saved = json.loads((path / RUN_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return saved if isinstance(saved, dict) and "evaluation" in saved else None
+
+
+def _provenance(recipe: Recipe, seed: int, history: dict, device: torch.device, key: str,
+                command: str | None) -> dict:
+    """How a run was made: enough to tell two runs apart, and to make this one again."""
+    return _plain({
+        "recipe": recipe.to_dict(), "seed": seed, "code_version": code_version(), "cache_key": key,
+        "torch": torch.__version__, "python": platform.python_version(), "platform": platform.platform(),
+        "device": str(device), "torch_threads": torch.get_num_threads(),
+        "train_seconds": history["seconds"][-1] if history.get("seconds") else None,
+        "tokens": history["tokens"][-1] if history.get("tokens") else None,
+        "steps": history["step"][-1] if history.get("step") else None,
+        "command": command,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    })  # as run.json reads it back, so that a cache hit returns what a fresh run did
+
+
+def run(recipe: Recipe, seed: int | None = None, *, progress: bool = True, device=None, cache: bool = True,
+        score_lengths: Sequence[int] = (32, 128), train_documents=None, validation_documents=None,
+        test_documents=None, command: str | None = None, eval_every: int | None = None) -> Run:
+    """Train `recipe` with `seed` (None: the recipe's own) and score it, or load it from the cache.
+
+    The cache entry is cache_dir()/run_key(...): a checkpoint folder (see mini_bert.checkpoint)
+    plus run.json with the evaluation and the provenance, so a cache hit neither trains nor
+    rescores. A damaged entry is trained again. cache=False trains and scores without reading
+    or writing the cache.
+    train_documents / validation_documents / test_documents: the corpus splits unless given
+    (small lists make quick runs for tests; they are part of the cache key).
+    command: the shell command that regenerates this run, recorded in the provenance.
+    eval_every: score the validation split every so many steps while training (a learning curve in
+        the history; evaluation changes nothing in the training itself).
+    """
+    seed = recipe.seed if seed is None else seed
+    recipe = recipe.replace(seed=seed)
+    dev = pick_device(str(device) if device is not None else None)
+    key = run_key(recipe, train_documents=train_documents, validation_documents=validation_documents,
+                  test_documents=test_documents, eval_every=eval_every)
+    path = cache_dir() / key if cache else None
+    documents = dict(validation_documents=validation_documents, test_documents=test_documents,
+                     train_documents=train_documents)
+
+    if path is not None and path.is_dir():
+        try:
+            ckpt = load_checkpoint(path, device=dev)
+        except CheckpointError as err:  # e.g. a write cut short by a full disk: train it again
+            print(f"the cached run {key} is unusable ({err}); training it again", file=sys.stderr)
+        else:
+            saved = _read_run_file(path) or {}
+            evaluation = score(ckpt.model, ckpt.tokenizer, lengths=score_lengths, scores=saved.get("evaluation"),
+                               **documents)
+            provenance = saved.get("provenance") or _provenance(recipe, seed, ckpt.history, dev, key, command)
+            if evaluation != saved.get("evaluation"):  # scored a length it lacked: keep it for next time
+                atomic_write_text(path / RUN_FILE, json.dumps({"evaluation": evaluation, "provenance": provenance},
+                                                              indent=1, sort_keys=True))
+            # The entry may hold lengths scored for another caller; return the ones asked for.
+            asked = {f"mlm@{n}" for n in score_lengths}
+            evaluation = {split: {k: v for k, v in tasks.items() if k in asked} for split, tasks in evaluation.items()}
+            return Run(ckpt.model, ckpt.tokenizer, ckpt.history, recipe, seed, evaluation, provenance, True, path)
+
+    tokenizer = default_tokenizer(recipe.vocab_size)
+    trained = pretrain(recipe, tokenizer=tokenizer, train_documents=train_documents,
+                       eval_documents=validation_documents, device=dev, progress=progress, eval_every=eval_every)
+    trained.model.eval()
+    evaluation = score(trained.model, tokenizer, lengths=score_lengths, **documents)
+    provenance = _provenance(recipe, seed, trained.history, dev, key, command)
+    if path is not None:
+        # The checkpoint first, then the scores beside it: an entry cut short between the two is
+        # a checkpoint without run.json, which the next call rescores instead of retraining.
+        save_checkpoint(path, trained.model, tokenizer, trained.history, recipe, evaluation=trained.evaluation)
+        atomic_write_text(path / RUN_FILE, json.dumps({"evaluation": evaluation, "provenance": provenance},
+                                                      indent=1, sort_keys=True))
+    return Run(trained.model, tokenizer, trained.history, recipe, seed, evaluation, provenance, False, path)
+
+
+# ============================================================================================
+# The book's pretrained model
+# ============================================================================================
+
+# The book's own pretrained models, each one run: trained once into the cache (on the CPU, with
+# steps as the budget, so every machine trains the same model up to floating-point details),
+# loaded afterwards. "tiny-wiki" is chapter 8's model; later chapters use it without running
+# chapter 8. The runs that chose its recipe ship as recipe_search.json.
+PRETRAINED: dict[str, Recipe] = {
+    "tiny-wiki": Recipe(),
+}
+# Score the validation split every so many steps while training, so that the history holds a
+# learning curve (chapter 8 plots it). Evaluation changes nothing in the training itself.
+PRETRAINED_EVAL_EVERY = 300
+
+
+def _pretrained_recipe(name: str) -> Recipe:
+    if name not in PRETRAINED:
+        raise ValueError(f"unknown pretrained model {name!r}; available: {', '.join(PRETRAINED)}")
+    return PRETRAINED[name]
+
+
+def pretrained_path(name: str = "tiny-wiki") -> Path:
+    """Where the cached run of `name` lives (it may not exist yet)."""
+    return cache_dir() / run_key(_pretrained_recipe(name), eval_every=PRETRAINED_EVAL_EVERY)
+
+
+def pretrained(name: str = "tiny-wiki", *, progress: bool = True, device=None) -> Run:
+    """The book's pretrained model `name` (a Run: .model in eval mode, .tokenizer, .history,
+    .recipe, .evaluation on the common targets), trained into the cache first if missing or
+    damaged: 3,300 steps of the default recipe take 4.5 to 9 minutes on two cores."""
+    recipe = _pretrained_recipe(name)
+    # Always trained on the CPU: the book's numbers come from it, and a GPU would give other weights.
+    result = run(recipe, progress=progress, device="cpu", eval_every=PRETRAINED_EVAL_EVERY,
+                 command=f"python -c \"from mini_bert.runs import pretrained; pretrained('{name}')\"")
+    if device is not None:
+        result.model.to(device)
+    return result
+
+
+def recipe_search() -> dict:
+    """The pretraining runs that chose the default recipe: {"about": ..., "runs": [...]}.
+
+    Each run: id, what (what it changes), settings (the full recipe that matters), steps, tokens,
+    heldout_accuracy (at the end) and curve ([step, held-out accuracy] along the way). Shipped with
+    the package so that chapter 8 can plot them without re-running an hour of training;
+    benchmarks/README.md discusses them.
+    """
+    return json.loads((PACKAGE / "recipe_search.json").read_text())
+
+
+# ============================================================================================
+# Experiments
+# ============================================================================================
+
+@dataclass
+class Experiment:
+    """An ablation: a base recipe per scale, named arms that each change a few settings, a baseline.
+
+    arms: {"mask-15": {"mask_ratio": 0.15}, ...}: Recipe field changes applied to the base.
+    base: {"cpu": Recipe(...), "gpu": Recipe(...)}: "cpu" runs in minutes on a laptop, "gpu" is
+        the scale whose numbers mean something.
+    metrics: the flattened evaluation names the tables report (see Run.metrics).
+    """
+
+    name: str
+    description: str
+    arms: dict[str, dict]
+    baseline: str
+    base: dict[str, Recipe]
+    metrics: tuple[str, ...] = DEFAULT_METRICS
+
+    def __post_init__(self):
+        if not self.arms:
+            raise ValueError(f"experiment {self.name!r} has no arms")
+        if self.baseline not in self.arms:
+            raise ValueError(f"experiment {self.name!r}: the baseline {self.baseline!r} is not one of its arms "
+                             f"({', '.join(self.arms)})")
+        unknown = sorted(set(self.base) - set(SCALES))
+        if unknown or not self.base:
+            raise ValueError(f"experiment {self.name!r}: base recipes are keyed by scale ({', '.join(SCALES)}), "
+                             f"got {sorted(self.base)}")
+        fields = set(Recipe().to_dict())
+        for arm, changes in self.arms.items():
+            wrong = sorted(set(changes) - fields)
+            if wrong:
+                raise ValueError(f"experiment {self.name!r}, arm {arm!r}: {wrong} are not Recipe fields")
+        for scale in self.base:  # every arm must make a valid recipe (Recipe validates itself)
+            for arm in self.arms:
+                arm_recipe(self, arm, scale)
+
+
+def arm_recipe(experiment: Experiment, arm: str, scale: str = "cpu") -> Recipe:
+    """The recipe of one arm at one scale: the base recipe with the arm's changes."""
+    if arm not in experiment.arms:
+        raise ValueError(f"experiment {experiment.name!r} has no arm {arm!r}; its arms: {', '.join(experiment.arms)}")
+    if scale not in experiment.base:
+        raise ValueError(f"experiment {experiment.name!r} has no {scale!r} scale; use one of: "
+                         f"{', '.join(experiment.base)}")
+    return experiment.base[scale].replace(**experiment.arms[arm])
+
+
+EXPERIMENTS: dict[str, Experiment] = {}
+
+
+def register(experiment: Experiment) -> Experiment:
+    """Add an experiment to EXPERIMENTS (replacing one of the same name); returns it."""
+    EXPERIMENTS[experiment.name] = experiment
+    return experiment
+
+
+def get_experiment(name_or_experiment: str | Experiment) -> Experiment:
+    if isinstance(name_or_experiment, Experiment):
+        return name_or_experiment
+    if name_or_experiment not in EXPERIMENTS:
+        raise ValueError(f"unknown experiment {name_or_experiment!r}; known experiments: {', '.join(EXPERIMENTS)} "
+                         "(python -m mini_bert grid --list describes them)")
+    return EXPERIMENTS[name_or_experiment]
+
+
+# The tiny model of the smoke test: one layer of width 32, a minute of CPU for a whole grid.
+SMOKE_MODEL = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64,
+               "initializer_range": 0.05}
+
+register(Experiment(
+    name="smoke",
+    description="Does the machinery work? BERT's 15% masking against 25%, about a minute on a 2-core CPU "
+                "(the 'gpu' scale is the book's full tiny recipe).",
+    arms={"mask-15": {"mask_ratio": 0.15}, "mask-25": {"mask_ratio": 0.25}},
+    baseline="mask-15",
+    base={
+        # A small vocabulary (trained in seconds on first use) keeps the whole smoke grid quick.
+        "cpu": Recipe(preset="tiny", model=SMOKE_MODEL, vocab_size=1000, budget="30", batch_size=16, seq_len=32,
+                      long_seq_len=0),
+        "gpu": Recipe(preset="tiny", budget="3300"),
+    },
+))
+
+
+# Chapter 8: BERT's two phases at our scale. The book's default trains 90% of its steps on
+# 32-token examples and the last 10% on 128-token ones (the same tokens a step); the control
+# trains every step on 32 tokens and never trains positions 32-127. Scored at 32 and 128 tokens.
+register(Experiment(
+    name="positions",
+    description="one phase of 32-token examples vs the default two phases (the last 10% of the steps on "
+                "128-token examples, same tokens): accuracy at 32 and at 128 tokens",
+    arms={"one-phase": {"long_seq_len": 0}, "two-phase": {}},  # two-phase: the base recipe as it is
+    baseline="one-phase",
+    base={"cpu": Recipe(),
+          "gpu": Recipe(preset="mini", seq_len=128, long_seq_len=512, batch_size=256, budget="20000")},
+))
+
+
+# ============================================================================================
+# Grids
+# ============================================================================================
+
+def default_results_path(name: str, scale: str, max_docs: int | None = None) -> Path:
+    suffix = f"-docs{max_docs}" if max_docs else ""
+    return RESULTS_DIR / f"{name}-{scale}{suffix}.json"
+
+
+def grid_command(name: str, seeds: Sequence[int], scale: str, *, arms: Sequence[str] | None = None,
+                 device=None, max_docs: int | None = None) -> str:
+    """The shell command that regenerates a grid's log."""
+    count = list(seeds) == list(range(len(seeds)))
+    parts = ["python -m mini_bert grid", name, "--seeds", str(len(seeds)) if count else ",".join(map(str, seeds)),
+             "--scale", scale]
+    if arms is not None:
+        parts += ["--arms", ",".join(arms)]
+    if device is not None:
+        parts += ["--device", str(device)]
+    if max_docs:
+        parts += ["--max-docs", str(max_docs)]
+    return " ".join(parts)
+
+
+def grid_documents(max_docs: int | None) -> dict:
+    """The document lists of a quick grid: the first max_docs training articles and max_docs // 8
+    of each held-out split (as `pretrain --max-docs`); the whole splits when max_docs is None."""
+    if not max_docs:
+        return {}
+    held_out = max(1, max_docs // 8)
+    return {"train_documents": load_corpus("train")[:max_docs],
+            "validation_documents": load_corpus("validation")[:held_out],
+            "test_documents": load_corpus("test")[:held_out]}
+
+
+def _init_worker(threads: int) -> None:
+    # Each worker owns `threads` cores; more would make the workers fight over the same cores.
+    torch.set_num_threads(threads)
+
+
+def train_record(arm: str, seed: int, recipe: dict, *, device=None, max_docs: int | None = None,
+                 command: str | None = None, progress: bool = False) -> dict:
+    """Train (or load) one run of a grid and return its log record. Runs in a worker process,
+    so it takes and returns plain data: the model stays in the cache, the record travels."""
+    result = run(Recipe.from_dict(recipe), seed, progress=progress, device=device, command=command,
+                 **grid_documents(max_docs))
+    return {"arm": arm, "seed": seed, "recipe": result.recipe.to_dict(), "metrics": result.metrics,
+            "from_cache": result.from_cache, "provenance": {**result.provenance, "command": command}}
+
+
+@dataclass
+class ArmStats:
+    """One arm's values of one metric over its seeds."""
+
+    arm: str
+    values: dict[int, float]  # by seed
+    n: int
+    mean: float
+    std: float  # sample standard deviation (ddof=1); nan for one seed
+    min: float
+    max: float
+    difference: "PairedDifference | None" = None  # to the baseline (None for the baseline itself)
+
+
+@dataclass
+class PairedDifference:
+    """arm - baseline, seed by seed, over the seeds both have: the same seed gives both arms the
+    same initial weights and data order, so the pairing removes much of the seed-to-seed noise."""
+
+    seeds: list[int]
+    n: int
+    mean: float
+    ci_low: float  # the 95% confidence interval of the mean difference (Student t, n - 1 df)
+    ci_high: float
+    detectable: bool  # the interval excludes 0: more than seed noise, at this number of seeds
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """The mean and the sample standard deviation (ddof=1; nan for fewer than two values)."""
+    n = len(values)
+    mean = sum(values) / n
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else float("nan")
+    return mean, std
+
+
+def paired_difference(arm: dict[int, float], baseline: dict[int, float], level: float = 0.95) -> PairedDifference:
+    """The mean of arm - baseline over common seeds, with its `level` confidence interval."""
+    seeds = sorted(set(arm) & set(baseline))
+    differences = [arm[s] - baseline[s] for s in seeds]
+    n = len(differences)
+    if n == 0:
+        nan = float("nan")
+        return PairedDifference([], 0, nan, nan, nan, False)
+    mean, std = mean_std(differences)
+    if n < 2:  # one pair says nothing about the noise: no interval
+        return PairedDifference(seeds, n, mean, float("nan"), float("nan"), False)
+    half = student_t_quantile(0.5 + level / 2, n - 1) * std / math.sqrt(n)
+    low, high = mean - half, mean + half
+    return PairedDifference(seeds, n, mean, low, high, bool(low > 0 or high < 0))
+
+
+@dataclass
+class GridResult:
+    """The runs of a grid (log records) and their tables."""
+
+    experiment: Experiment
+    scale: str
+    runs: list[dict]
+    path: Path | None = None
+    code_version: str | None = None
+
+    @property
+    def stale(self) -> bool:
+        """True when the runs were made by other code than the package's current source."""
+        return self.code_version != code_version()
+
+    def arms(self) -> list[str]:
+        """The arms that have runs, in the experiment's order."""
+        present = {r["arm"] for r in self.runs}
+        return [a for a in self.experiment.arms if a in present] + sorted(present - set(self.experiment.arms))
+
+    def table(self, metric: str) -> dict[str, ArmStats]:
+        """{arm: ArmStats} for `metric`, with each non-baseline arm's paired difference to the baseline."""
+        known = sorted({m for r in self.runs for m in r["metrics"]})
+        if metric not in known:
+            raise ValueError(f"no runs have the metric {metric!r}; they have: {', '.join(known) or 'nothing (no runs)'}")
+        values = {arm: {} for arm in self.arms()}
+        for record in self.runs:
+            if metric in record["metrics"]:
+                values[record["arm"]][record["seed"]] = record["metrics"][metric]
+        table = {}
+        for arm, by_seed in values.items():
+            if not by_seed:
+                continue
+            ordered = [by_seed[s] for s in sorted(by_seed)]
+            mean, std = mean_std(ordered)
+            stats = ArmStats(arm, dict(sorted(by_seed.items())), len(ordered), mean, std, min(ordered), max(ordered))
+            if arm != self.experiment.baseline and values.get(self.experiment.baseline):
+                stats.difference = paired_difference(by_seed, values[self.experiment.baseline])
+            table[arm] = stats
+        return table
+
+    def format_table(self, metric: str) -> str:
+        """The table as text, one arm per line, e.g. for a terminal."""
+        table = self.table(metric)
+        seeds = sorted({s for stats in table.values() for s in stats.values})
+        width = max(len("arm"), *(len(a) + 2 for a in table))
+        head = (f"{'arm':<{width}} " + " ".join(f"{'seed ' + str(s):>9}" for s in seeds)
+                + f" {'n':>3} {'mean':>8} {'std':>8} {'min':>8} {'max':>8}  difference to baseline [95% CI]")
+        lines = [f"{metric} ({self.experiment.name}, {self.scale}; baseline {self.experiment.baseline})", head]
+        for arm, stats in table.items():
+            cells = " ".join(f"{stats.values[s]:>9.4f}" if s in stats.values else f"{'-':>9}" for s in seeds)
+            label = arm + (" *" if arm == self.experiment.baseline else "")
+            row = (f"{label:<{width}} {cells} {stats.n:>3} {stats.mean:>8.4f} {stats.std:>8.4f} "
+                   f"{stats.min:>8.4f} {stats.max:>8.4f}")
+            d = stats.difference
+            if d is not None and d.n >= 2:
+                verdict = "detectable" if d.detectable else "within seed noise"
+                row += f"  {d.mean:+.4f} [{d.ci_low:+.4f}, {d.ci_high:+.4f}] {verdict} (n={d.n})"
+            elif d is not None:
+                row += f"  {d.mean:+.4f} (n={d.n}: too few paired seeds for an interval)"
+            lines.append(row)
+        lines.append("* baseline; std is the sample standard deviation over seeds")
+        return "\n".join(lines)
+
+
+def _plain(value):
+    """A value as JSON reads it back (tuples become lists), so that records compare equal either way."""
+    return json.loads(json.dumps(value))
+
+
+def _write_results(path: Path, header: dict, records: list[dict]) -> None:
+    atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1, sort_keys=False))
+
+
+def read_results(path: str | Path) -> dict:
+    """A grid's JSON log. ValueError (naming the file and the fix) when it cannot be read."""
+    path = Path(path)
+    try:
+        log = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ValueError(f"the results file {path} is damaged ({err}); delete {path} or pass results= a new "
+                         "path") from err
+    if not isinstance(log, dict) or log.get("format") != RESULTS_FORMAT or not isinstance(log.get("runs"), list):
+        raise ValueError(f"{path} is not a grid results file (format {RESULTS_FORMAT!r}); delete {path} or pass "
+                         "results= a new path")
+    return log
+
+
+def load_grid(name_or_experiment: str | Experiment, scale: str = "cpu", *, results: str | Path | None = None,
+              max_docs: int | None = None) -> GridResult:
+    """A finished (or partial) grid read from its log, without training anything: what a chapter
+    plots from the shipped logs. `.stale` says whether the current code would train other models."""
+    experiment = get_experiment(name_or_experiment)
+    path = Path(results) if results is not None else default_results_path(experiment.name, scale, max_docs)
+    log = read_results(path)
+    return GridResult(experiment, log.get("scale", scale), log["runs"], path, log.get("code_version"))
+
+
+def _check_log(log: dict, path: Path, expected: dict) -> None:
+    """A log may be resumed only by the same experiment, scale, documents and code."""
+    for key, what in (("experiment", "experiment"), ("scale", "scale"), ("max_docs", "document subset (max_docs)"),
+                      ("code_version", "code_version")):
+        if log.get(key) != expected[key]:
+            raise ValueError(f"the results file {path} holds runs of {what} {log.get(key)!r}, not {expected[key]!r}; "
+                             f"delete {path} or pass results= a new path; runs of different code are never mixed")
+
+
+def choose_jobs(device: torch.device, runs: int) -> int:
+    """How many runs to train side by side: one per physical core on the CPU (measured faster than
+    one multi-threaded run after the other, see DEFAULT_JOBS_RULE); one on a GPU, which a single
+    run already keeps busy, and whose memory several runs would share."""
+    if device.type != "cpu":
+        return 1
+    return max(1, min(physical_cores(), runs))
+
+
+def grid(name_or_experiment: str | Experiment, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
+         arms: Sequence[str] | None = None, device=None, results: str | Path | None = None, jobs: int | None = None,
+         threads: int | None = None, max_docs: int | None = None, progress: bool = True) -> GridResult:
+    """Train every arm x seed of an experiment (skipping runs already in the results log).
+
+    seeds: a number n (seeds 0 .. n-1) or the seeds themselves.
+    arms: a subset of the experiment's arms (default: all).
+    results: the JSON log (default mini_bert/results/{name}-{scale}.json); rewritten atomically
+        after every run, so a killed grid loses at most the runs in progress.
+    jobs: worker processes (default: one per physical core on the CPU, one on a GPU); each gets
+        `threads` torch threads (default cores // jobs).
+    max_docs: a quick grid on the first max_docs training articles (and max_docs // 8 held-out ones).
+    Every input is checked before anything trains.
+    """
+    experiment = get_experiment(name_or_experiment)
+    seed_list = list(range(seeds)) if isinstance(seeds, int) and not isinstance(seeds, bool) else list(seeds)
+    if not seed_list or (isinstance(seeds, int) and seeds < 1):
+        raise ValueError(f"seeds must be at least 1 (a number of seeds, or a list of them), got {seeds!r}")
+    if any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seed_list) or len(set(seed_list)) != len(seed_list):
+        raise ValueError(f"seeds must be distinct non-negative integers, got {seed_list}")
+    if scale not in experiment.base:
+        raise ValueError(f"unknown scale {scale!r} for experiment {experiment.name!r}; use one of: "
+                         f"{', '.join(experiment.base)}")
+    arm_names = list(experiment.arms) if arms is None else list(arms)
+    wrong = [a for a in arm_names if a not in experiment.arms]
+    if wrong or not arm_names:
+        raise ValueError(f"unknown arm(s) {wrong} of experiment {experiment.name!r}; its arms: "
+                         f"{', '.join(experiment.arms)}")
+    if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
+        raise ValueError(f"jobs must be a positive integer (or None to decide), got {jobs!r}")
+    if max_docs is not None and max_docs < 8:
+        raise ValueError(f"max_docs must be at least 8 (one held-out article per 8 training ones), got {max_docs}")
+    dev = pick_device(str(device) if device is not None else None)  # raises for a device that is not there
+    path = Path(results) if results is not None else default_results_path(experiment.name, scale, max_docs)
+    command = grid_command(experiment.name, seed_list, scale, arms=arms, device=device, max_docs=max_docs)
+    recipes = {arm: arm_recipe(experiment, arm, scale) for arm in arm_names}
+    header = {"format": RESULTS_FORMAT, "experiment": experiment.name, "scale": scale, "max_docs": max_docs,
+              "code_version": code_version(), "command": command, "description": experiment.description,
+              "baseline": experiment.baseline, "metrics": list(experiment.metrics)}
+
+    records = []
+    if path.exists():
+        log = read_results(path)
+        _check_log(log, path, header)
+        records = log["runs"]
+    done = {(r["arm"], r["seed"]) for r in records}
+    for r in records:  # a finished run of an arm whose recipe has changed since would be mixed in
+        if r["arm"] in recipes and r["recipe"] != _plain(recipes[r["arm"]].replace(seed=r["seed"]).to_dict()):
+            raise ValueError(f"the results file {path} holds a run of arm {r['arm']!r} with another recipe than the "
+                             f"experiment's now; delete {path} or pass results= a new path")
+    # Seed-major order: seed 0 of every arm, then seed 1, ... A grid stopped early still has
+    # paired runs of every arm to compare.
+    todo = [(arm, seed) for seed in seed_list for arm in arm_names if (arm, seed) not in done]
+    order = {pair: i for i, pair in enumerate((a, s) for s in sorted({*seed_list, *(r["seed"] for r in records)})
+                                              for a in experiment.arms)}
+
+    def finish(record: dict) -> None:
+        records.append(_plain(record))  # as the log will read back: the same in memory and on disk
+        records.sort(key=lambda r: order.get((r["arm"], r["seed"]), len(order)))
+        _write_results(path, header, records)
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(done) + len(todo), initial=len(done), desc=f"grid {experiment.name}", unit="run",
+               disable=not progress, dynamic_ncols=True)
+    jobs = jobs or choose_jobs(dev, len(todo))
+    threads = threads or max(1, physical_cores() // jobs)
+    work = [dict(arm=arm, seed=seed, recipe=recipes[arm].to_dict(), device=device, max_docs=max_docs, command=command)
+            for arm, seed in todo]
+    try:
+        if todo and jobs == 1:  # in this process: nothing to pickle, and a debugger can follow
+            before = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                for item in work:
+                    bar.set_postfix(arm=item["arm"], seed=item["seed"], refresh=True)
+                    finish(train_record(**item))
+                    bar.update(1)
+            finally:
+                torch.set_num_threads(before)
+        elif todo:
+            import multiprocessing
+
+            # "spawn": a fresh interpreter per worker. Forking a process that has already run torch
+            # can deadlock in its thread pools, and spawn behaves the same on Linux, macOS and Windows.
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=_init_worker, initargs=(threads,)) as pool:
+                futures = [pool.submit(train_record, **item) for item in work]
+                try:
+                    for future in as_completed(futures):
+                        finish(future.result())  # appended here, in the main process: one writer
+                        bar.update(1)
+                except BaseException:
+                    # Stop what has not started. Runs still going finish into the model cache,
+                    # so a restart logs them without training them again.
+                    for f in futures:
+                        f.cancel()
+                    raise
+    finally:
+        bar.close()
+    if not path.exists():  # nothing trained (every run was already logged): still leave a log
+        _write_results(path, header, records)
+    return GridResult(experiment, scale, list(records), path, header["code_version"])
+
+
+# ============================================================================================
+# Student's t, without scipy
+# ============================================================================================
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the incomplete beta function (Lentz's method, Numerical Recipes 6.4)."""
+    tiny, eps = 1e-300, 1e-15
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 1000):
+        # Two steps per m: the even term, then the odd one.
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= c * d
+        if abs(c * d - 1.0) < eps:
+            break
+    return h
+
+
+def regularized_incomplete_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b): the CDF of a Beta(a, b) variable at x."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    # The fraction converges fast on the side of the mean; use the symmetry I_x(a,b) = 1 - I_{1-x}(b,a) otherwise.
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - front * _beta_continued_fraction(b, a, 1.0 - x) / b
+
+
+def student_t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t with df degrees of freedom: 1 - I_{df/(df+t^2)}(df/2, 1/2) / 2 for t > 0."""
+    tail = 0.5 * regularized_incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t > 0 else tail
+
+
+def student_t_quantile(p: float, df: float) -> float:
+    """The t with P(T <= t) = p (e.g. p=0.975 for a two-sided 95% interval), by bisection on the CDF."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must be in (0, 1), got {p}")
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be positive, got {df}")
+    if p < 0.5:
+        return -student_t_quantile(1.0 - p, df)
+    low, high = 0.0, 1.0
+    while student_t_cdf(high, df) < p:  # the CDF is increasing: bracket the answer, then halve
+        low, high = high, 2.0 * high
+    for _ in range(200):
+        middle = 0.5 * (low + high)
+        if student_t_cdf(middle, df) < p:
+            low = middle
+        else:
+            high = middle
+        if high - low < 1e-12 * max(1.0, high):
+            break
+    return 0.5 * (low + high)
+
+
+# ============================================================================================
+# The figure
+# ============================================================================================
+
+def plot_grid(result: GridResult, metric: str, ax=None):
+    """Per arm: every seed's value as a dot, and the mean +- one standard deviation as a bar.
+    The baseline's mean is a dashed line, so each arm's distance to it can be read at a glance."""
+    import matplotlib.pyplot as plt
+
+    table = result.table(metric)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.6 + 1.2 * len(table), 3.2))
+    for x, (arm, stats) in enumerate(table.items()):
+        seeds = list(stats.values)
+        # Spread the dots a little sideways (by seed, deterministically) so equal values stay visible.
+        offsets = [(i - (len(seeds) - 1) / 2) * 0.06 for i in range(len(seeds))]
+        ax.scatter([x - 0.15 + o for o in offsets], list(stats.values.values()), s=18, color="tab:gray", zorder=2,
+                   label="one seed" if x == 0 else None)
+        ax.errorbar([x + 0.15], [stats.mean], yerr=[[0.0 if math.isnan(stats.std) else stats.std]], fmt="o",
+                    color="tab:blue" if arm != result.experiment.baseline else "tab:orange", capsize=4, zorder=3,
+                    label="mean ± std" if x == 0 else None)
+    baseline = table.get(result.experiment.baseline)
+    if baseline is not None:
+        ax.axhline(baseline.mean, color="tab:orange", linestyle="--", linewidth=1, label="baseline mean")
+    ax.set_xticks(range(len(table)))
+    ax.set_xticklabels(list(table))
+    ax.set_xlabel("arm")
+    ax.set_ylabel(metric)
+    ax.set_title(f"{result.experiment.name} ({result.scale}, {max(s.n for s in table.values())} seeds)")
+    ax.legend(fontsize="small")
+    return ax
