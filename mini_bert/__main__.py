@@ -80,7 +80,7 @@ def cmd_pretrain(args) -> int:
         # The common targets of mini_bert.runs: 32- and 128-token pieces of the held-out text. The
         # recipe was chosen on the validation split; the test split is the number to report.
         scores = score(result.model, result.tokenizer, lengths=(32, 128), validation_documents=eval_docs,
-                       test_documents=test_docs, train_documents=train_docs)
+                       test_documents=test_docs, unigram=result.unigram_token)
         for n in (32, 128):
             if f"mlm@{n}" in scores["test"]:
                 print(f"test split, {n}-token examples: masked-token accuracy {scores['test'][f'mlm@{n}']['accuracy']:.3f}")
@@ -94,7 +94,7 @@ def cmd_pretrain(args) -> int:
 
 def cmd_evaluate(args) -> int:
     from .checkpoint import load_checkpoint
-    from .evaluation import heldout_mlm
+    from .heldout import heldout_mlm
 
     from .data import load_corpus
     from .recipe import Recipe

@@ -43,18 +43,34 @@ class PretrainingData:
     Training data masks dynamically (or statically) from the recipe's seed; held-out data
     (`heldout=True`) always uses the standard BERT masking (15%, 80/10/10, one token at a time)
     with a fixed seed, so that every run, whatever its own masking, is scored on the same targets.
+    `PretrainingData.from_tokens` builds the same from documents tokenized once already (with
+    tokenize_documents), e.g. the phases of a two-phase recipe, which cut one split two ways.
     """
 
     def __init__(self, documents, tokenizer, recipe: Recipe, *, heldout: bool = False, seq_len: int | None = None):
         if len(documents) == 0:
             raise ValueError("the dataset is empty: no documents to build pretraining examples from")
+        self._build(tokenize_documents(documents, tokenizer), tokenizer, recipe, heldout, seq_len)
+
+    @classmethod
+    def from_tokens(cls, tokens: list[list[list[int]]], tokenizer, recipe: Recipe, *, heldout: bool = False,
+                    seq_len: int | None = None) -> "PretrainingData":
+        """The same data as PretrainingData(documents, ...) from tokenize_documents(documents, tokenizer).
+        The token lists are shared, not copied (the example builders never modify them)."""
+        if len(tokens) == 0:
+            raise ValueError("the dataset is empty: no documents to build pretraining examples from")
+        data = cls.__new__(cls)
+        data._build(tokens, tokenizer, recipe, heldout, seq_len)
+        return data
+
+    def _build(self, tokens, tokenizer, recipe: Recipe, heldout: bool, seq_len: int | None) -> None:
         self.special = SpecialTokens.from_tokenizer(tokenizer)
-        self.tokens = tokenize_documents(documents, tokenizer)
+        self.tokens = tokens
         seed = EVAL_MASKING_SEED if heldout else recipe.seed
         self.seq_len = seq_len or recipe.seq_len
         self.examples = build_pretraining_examples(self.tokens, self.special, recipe.example_format, self.seq_len, seed)
         if not self.examples:
-            raise ValueError(f"the dataset is empty: {len(documents)} document(s) gave no "
+            raise ValueError(f"the dataset is empty: {len(tokens)} document(s) gave no "
                              f"{recipe.example_format!r} examples")
         masking = MaskingConfig() if heldout else recipe.masking()
         continuation = None if masking.mode == "token" else continuation_table(tokenizer.ids_to_tokens)
@@ -122,8 +138,12 @@ class PhasedBatches:
 
 
 def recipe_batches(documents, tokenizer, recipe: Recipe) -> tuple[PhasedBatches, list[PretrainingData]]:
-    """The training batches of a recipe, one GlobalBatches per phase; also returns each phase's data."""
-    data = [PretrainingData(documents, tokenizer, recipe, seq_len=seq_len) for _, seq_len, _ in recipe.phases()]
+    """The training batches of a recipe, one GlobalBatches per phase; also returns each phase's data.
+    The documents are tokenized once: every phase cuts its examples from the same token lists."""
+    if len(documents) == 0:
+        raise ValueError("the dataset is empty: no documents to build pretraining examples from")
+    tokens = tokenize_documents(documents, tokenizer)
+    data = [PretrainingData.from_tokens(tokens, tokenizer, recipe, seq_len=seq_len) for _, seq_len, _ in recipe.phases()]
     batches = PhasedBatches([(start, GlobalBatches(d, batch_size, recipe.seed))
                              for (start, _, batch_size), d in zip(recipe.phases(), data)])
     return batches, data

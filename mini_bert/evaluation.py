@@ -1,28 +1,25 @@
 """Evaluating a pretrained model: held-out MLM, sentence-task probes, fill-mask, embeddings.
 
+Every function here receives its data and never builds it: heldout.py builds the held-out data
+every model is scored on (heldout.heldout_mlm is evaluate_mlm on it, the number the book quotes).
+
 - `evaluate_mlm`: held-out masked-token loss and accuracy, with the unigram baseline beside it.
-- `heldout_mlm`: the same on a corpus split, building the masked data (the number the book quotes).
-- `sentence_probe`: NSP or SOP accuracy of any model: its own sentence head when it was trained
-  for that task, else a logistic-regression probe on frozen [CLS] features.
+- `sentence_probe`: NSP or SOP accuracy of any model on a batch of sentence pairs: its own
+  sentence head when it was trained for that task, else a logistic-regression probe on frozen
+  [CLS] features of a training batch.
 - `fill_mask`: "paris is the capital of [MASK] ." -> [("france", 0.41), ...].
 - `contextual_embedding`: the vector of one word in one sentence.
 """
 from __future__ import annotations
 
 import contextlib
-from typing import Iterable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .batches import PretrainingData, unigram_token
 from .config import IGNORE_INDEX
-from .data import load_corpus
-from .examples import Collator, PretrainingDataset, build_examples, tokenize_documents
-from .masking import SpecialTokens
 from .objectives import MaskedLM
-from .recipe import Recipe
 
 MASK_TEXT = "[MASK]"
 
@@ -51,13 +48,14 @@ def evaluate_mlm(model: nn.Module, data, *, batch_size: int = 64, unigram_token:
                  mask_id: int | None = None, device: torch.device | None = None) -> dict:
     """Masked-token cross-entropy and accuracy over every target of `data`.
 
-    data: a PretrainingData (its batches(batch_size) are used) or an iterable of batch dicts with
-        input_ids, attention_mask, token_type_ids and mlm_labels.
+    data: a PretrainingData (its batches(batch_size) are used; heldout.heldout_data builds the
+        held-out one) or an iterable of batch dicts with input_ids, attention_mask,
+        token_type_ids and mlm_labels.
     Every selected position counts - [MASK]ed, randomly replaced and kept alike - as in BERT. The
     loss is objectives.MaskedLM's, the one training minimises, summed over batches and divided once.
     unigram_token: also report the accuracy of always predicting this token (pass the most
-        frequent token of the training data: the baseline a model must beat to have learnt
-        anything beyond word frequency).
+        frequent token of the training data, heldout.most_frequent_token: the baseline a model
+        must beat to have learnt anything beyond word frequency).
     mask_id: the [MASK] id (taken from a PretrainingData): also report the accuracy by what the
         model saw at the target, "by_input": {"mask": ..., "random": ..., "kept": ...}. A kept token
         is visible, so it is much easier than a [MASK]ed one; this shows how much each kind adds.
@@ -93,42 +91,9 @@ def evaluate_mlm(model: nn.Module, data, *, batch_size: int = 64, unigram_token:
     return result
 
 
-def most_frequent_token(tokenizer, documents=None) -> int:
-    """The most frequent (non-special) token id of the training split (or of `documents`)."""
-    if documents is None:
-        documents = load_corpus("train")
-    return unigram_token(tokenize_documents(documents, tokenizer), tokenizer)
-
-
-def heldout_mlm(model: nn.Module, tokenizer, recipe=None, *, split: str = "validation", documents=None,
-                train_documents=None, batch_size: int = 64) -> dict[str, float]:
-    """evaluate_mlm on a corpus split, in the examples of `recipe` (its format and seq_len; the
-    default recipe if None), with the standard masking (15%, 80/10/10, fixed seed) and the
-    unigram baseline from the training split: the number `pretrain` reports."""
-    recipe = recipe if recipe is not None else Recipe(vocab_size=tokenizer.vocab_size)
-    documents = load_corpus(split) if documents is None else documents
-    data = PretrainingData(documents, tokenizer, recipe, heldout=True)
-    return evaluate_mlm(model, data, batch_size=batch_size,
-                        unigram_token=most_frequent_token(tokenizer, train_documents))
-
-
 # ============================================================================================
 # Sentence tasks: NSP and SOP
 # ============================================================================================
-
-def sentence_examples(documents, tokenizer, task: str, *, seq_len: int = 128, seed: int = 0,
-                      limit: int | None = None) -> dict[str, torch.Tensor]:
-    """NSP or SOP examples of `documents` as one padded, unmasked batch (with sentence_labels)."""
-    if task not in ("nsp", "sop"):
-        raise ValueError(f"task must be 'nsp' or 'sop', got {task!r}")
-    special = SpecialTokens.from_tokenizer(tokenizer)
-    examples = build_examples(tokenize_documents(documents, tokenizer), special, task, seq_len, seed)
-    if limit is not None and len(examples) > limit:
-        keep = torch.randperm(len(examples), generator=torch.Generator().manual_seed(seed))[:limit]
-        examples = [examples[i] for i in sorted(keep.tolist())]
-    dataset = PretrainingDataset(examples, special, masking=None)
-    return Collator(special.pad)([dataset[i] for i in range(len(dataset))])
-
 
 @torch.no_grad()
 def sentence_features(model: nn.Module, batch: dict, *, features: str = "cls", batch_size: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
@@ -179,35 +144,35 @@ def train_logistic_probe(x: torch.Tensor, y: torch.Tensor, *, l2: float = 1e-3, 
     return probe
 
 
-def sentence_probe(model: nn.Module, tokenizer, task: str = "nsp", *, objective: str | None = None,
-                   method: str = "auto", train_documents=None, eval_documents=None, seq_len: int = 128,
-                   max_train: int = 2000, max_eval: int = 2000, features: str = "cls", seed: int = 0) -> dict:
-    """Accuracy on NSP or SOP (task) of any model.
+def sentence_probe(model: nn.Module, eval_batch: dict, task: str, *, train_batch: dict | None = None,
+                   objective: str | None = None, method: str = "auto", features: str = "cls") -> dict:
+    """Accuracy on NSP or SOP (task) of any model, over the sentence pairs of `eval_batch`.
 
+    eval_batch, train_batch: padded, unmasked batches of `task` examples (input_ids,
+        attention_mask, token_type_ids, sentence_labels), e.g. heldout.sentence_probe_batches.
     objective: what the model was pretrained on ("mlm" | "nsp" | "sop", from its recipe).
     method: "head" = the model's own sentence head (0 = in order / IsNext, 1 = swapped / NotNext);
-        "probe" = a logistic probe trained on frozen features of `train_documents` (the encoder is
+        "probe" = a logistic probe trained on frozen features of `train_batch` (the encoder is
         not touched); "auto" = the head when objective == task, else the probe.
-    Documents default to the training split (probe training) and the validation split (scoring).
     Returns {"accuracy", "chance", "method", "examples"}; chance is the majority-class share.
     """
+    if task not in ("nsp", "sop"):
+        raise ValueError(f"task must be 'nsp' or 'sop', got {task!r}")
     if method not in ("auto", "head", "probe"):
         raise ValueError(f"method must be 'auto', 'head' or 'probe', got {method!r}")
     if method == "auto":
         method = "head" if objective == task else "probe"
     if method == "head" and not hasattr(model, "sentence"):
         raise ValueError(f"{type(model).__name__} has no sentence head; use method='probe'")
-    eval_documents = load_corpus("validation") if eval_documents is None else eval_documents
-    test = sentence_examples(eval_documents, tokenizer, task, seq_len=seq_len, seed=seed + 1, limit=max_eval)
-    y_test = test["sentence_labels"]
-    test_x, test_logits = sentence_features(model, test, features=features)
+    if method == "probe" and train_batch is None:
+        raise ValueError("a probe needs train_batch, the examples it is trained on")
+    y_test = eval_batch["sentence_labels"]
+    test_x, test_logits = sentence_features(model, eval_batch, features=features)
     if method == "head":
         predictions = test_logits.argmax(-1)
     else:
-        train_documents = load_corpus("train") if train_documents is None else train_documents
-        train = sentence_examples(train_documents, tokenizer, task, seq_len=seq_len, seed=seed, limit=max_train)
-        train_x, _ = sentence_features(model, train, features=features)
-        probe = train_logistic_probe(train_x, train["sentence_labels"])
+        train_x, _ = sentence_features(model, train_batch, features=features)
+        probe = train_logistic_probe(train_x, train_batch["sentence_labels"])
         with torch.no_grad():
             predictions = probe(test_x).argmax(-1)
     chance = max((y_test == c).float().mean().item() for c in y_test.unique())

@@ -53,7 +53,7 @@ class Objective:
         raise NotImplementedError
 
     def __call__(self, model: nn.Module, out, batch: dict) -> ObjectiveResult:
-        """Score `out` (the encoder's BertOutput for batch) with `model`'s head for this objective."""
+        """Score `out` (the encoder's BertModelOutput for batch) with `model`'s head for this objective."""
         raise NotImplementedError
 
 

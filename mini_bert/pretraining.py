@@ -33,7 +33,10 @@ class PretrainResult:
     tokenizer: Any
     history: dict[str, list]
     recipe: Recipe
-    evaluation: dict[str, float] = field(default_factory=dict)  # held-out MLM at the end
+    # Held-out MLM at the end: evaluate_mlm on eval_documents in the recipe's format and seq_len,
+    # BERT's standard masking with the fixed evaluation seed, and the unigram baseline.
+    evaluation: dict[str, float] = field(default_factory=dict)
+    unigram_token: int | None = None  # the most frequent non-special training token (the baseline's guess)
 
 
 def sinusoidal_table(positions: int, width: int) -> torch.Tensor:
@@ -71,7 +74,8 @@ def pretrain(recipe: Recipe = Recipe(), *, tokenizer=None, train_documents=None,
     train_documents / eval_documents: load_corpus("train") / load_corpus("validation") unless given.
     out: write the checkpoint there (atomically, at the end and every `checkpoint_every` steps).
     resume: a checkpoint folder written with its training state; training goes on from there.
-    Returns the model, tokenizer, history and the final held-out evaluation.
+    Returns the model, tokenizer, history, the final held-out evaluation and the unigram token
+    it compares with (the most frequent training token, counted on the tokens trained on).
     """
     recipe.validate()
     parse_budget(recipe.budget)
@@ -101,4 +105,4 @@ def pretrain(recipe: Recipe = Recipe(), *, tokenizer=None, train_documents=None,
     evaluation = evaluate_mlm(model, eval_data, unigram_token=unigram)
     if out is not None and int(os.environ.get("RANK", "0")) == 0:
         ckpt.update_evaluation(out, evaluation)
-    return PretrainResult(model, tokenizer, history, recipe, evaluation)
+    return PretrainResult(model, tokenizer, history, recipe, evaluation, unigram)

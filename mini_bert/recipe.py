@@ -4,8 +4,12 @@
   plain values, so a recipe is also a cache key (mini_bert.runs) and a line in a results log.
 - `parse_budget`: "500" steps, "5m" / "300s" of wall clock, "2M" tokens.
 
-The data, the objectives, the loop and the runs all read their settings from a Recipe; this module
-reads nothing but the model's config.
+The data, the objectives, the loop and the runs all read their settings from a Recipe. This module
+itself builds on three small ones only, to check a recipe and turn it into their settings: the
+model's config (mini_bert.config: BertConfig, which `model_config` returns and whose positions
+bound seq_len, and the checked dataclass_from_dict behind `from_dict`), the example formats
+(mini_bert.examples.FORMATS, which `format` must name) and the masking settings
+(mini_bert.masking.MaskingConfig, which `masking` returns). It reads no data and builds no model.
 """
 from __future__ import annotations
 

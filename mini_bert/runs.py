@@ -4,8 +4,9 @@ An ablation asks "does this change help?". One run per setting cannot answer it:
 same recipe with different seeds already differ, so we need several seeds per setting, the same
 targets for every setting, and a statement of how sure we are. The pieces, in that order:
 
-- `code_version()`: a hash of the package's source. A trained model depends on the code that
-  trained it, so the cache and the results logs are keyed by it.
+- `code_version()`: a hash of the package's code (its syntax trees: comments and docstrings
+  left out). A trained model depends on the code that trained it, so the cache and the results
+  logs are keyed by it.
 - `run(recipe, seed)`: one seeded pretraining run, trained once and then loaded from the cache,
   scored on COMMON targets whatever the recipe trained on: held-out masked-token loss and accuracy
   on the validation and test splits, in 32- and 128-token "token_stream" examples with BERT's
@@ -27,6 +28,7 @@ and masking examples) uses one core anyway, so `grid` trains one single-thread r
 """
 from __future__ import annotations
 
+import ast
 import datetime
 import hashlib
 import json
@@ -43,10 +45,11 @@ import torch
 from .cache import atomic_write_text, cache_dir, cache_key
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .data import load_corpus
-from .evaluation import evaluate_mlm, most_frequent_token
+from .evaluation import evaluate_mlm
+from .examples import tokenize_documents
 from .runtime import pick_device
 from .tokenization import default_recipe, default_tokenizer, training_data_recipe
-from .batches import PretrainingData
+from .batches import PretrainingData, unigram_token
 from .loop import physical_cores
 from .pretraining import pretrain
 from .recipe import Recipe
@@ -82,25 +85,82 @@ DEFAULT_JOBS_RULE = "one single-thread run per physical core"
 # The code version
 # ============================================================================================
 
+# Folders and files of the package that cannot change a trained model or its scores: the
+# exercise checkers and the notebook widgets (mini_bert/views/) only read
+# models and draw them. Paths relative to the package.
+NOT_TRAINING_CODE = ("exercises", "views")
+
+
 def source_files() -> list[Path]:
-    """The package's source files that can change a trained model or its scores: every
-    mini_bert/**/*.py except the exercise checkers and the widgets, sorted by path."""
+    """The package's source files that can change a trained model or its scores, sorted by path:
+    every mini_bert/**/*.py except those under NOT_TRAINING_CODE (the exercise checkers in
+    exercises/, the widgets in views/), which only read and draw models."""
     return sorted(p for p in PACKAGE.rglob("*.py")
-                  if "exercises" not in p.relative_to(PACKAGE).parts and p.name != "widgets.py")
+                  if p.relative_to(PACKAGE).parts[0] not in NOT_TRAINING_CODE)
+
+
+def _strip_docstrings(tree: ast.AST) -> ast.AST:
+    """Remove the docstrings of a parsed module and of its classes and functions (the first
+    statement of their body when it is a string constant expression), in place."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:]
+    return tree
+
+
+def _canonical_dump(node) -> str:
+    """ast.dump's text of a tree, the same on every Python the package supports: no line numbers
+    or columns (as ast.dump), and no field that is None or an empty list. Python 3.12 added fields
+    such as type_params=[] and 3.13 stopped printing empty ones, so a plain ast.dump of the same
+    source differs between Pythons, and the shipped logs would look stale on another one."""
+    if isinstance(node, ast.AST):
+        fields = (f"{name}={_canonical_dump(value)}" for name, value in ast.iter_fields(node)
+                  if value is not None and value != [])
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return f"[{', '.join(_canonical_dump(item) for item in node)}]"
+    return repr(node)
+
+
+def behaviour_dump(source: str, filename: str = "<source>") -> str:
+    """What of a Python source determines its behaviour: its syntax tree without docstrings,
+    as text. Comments, blank lines, layout and docstrings leave it unchanged; any code edit changes it."""
+    return _canonical_dump(_strip_docstrings(ast.parse(source, filename)))
 
 
 def code_version() -> str:
-    """A short SHA-256 of the CONTENT of `source_files()` (with their paths, in order).
+    """A short SHA-256 of the CODE of `source_files()`: for each file, in path order, its path and
+    `behaviour_dump` of its source (the syntax tree with module, class and function docstrings
+    removed; comments and layout do not survive parsing).
 
     Not the package version: that changes only at releases, while the code behind a notebook
-    changes every day. Any edit (even a comment) gives a new version, so a cached run is
-    sometimes retrained needlessly, but never reused when it should not be.
+    changes every day. Not the raw bytes either: a comment or docstring edit cannot change a
+    trained model, and it must neither retrain the cache nor mark the shipped results logs stale.
+    Any code edit gives a new version, so a cached run is sometimes retrained needlessly (an
+    edit that changes nothing numerically), but never reused when it should not be. The paths
+    are hashed too, so moving a module is a new version.
     """
     digest = hashlib.sha256()
     for path in source_files():
-        digest.update(path.relative_to(PACKAGE).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
+        name = path.relative_to(PACKAGE).as_posix()
+        digest.update(name.encode() + b"\0")
+        digest.update(_behaviour_digest(path.read_bytes(), name) + b"\0")
     return digest.hexdigest()[:12]
+
+
+_BEHAVIOUR_DIGESTS: dict[bytes, bytes] = {}  # SHA-256 of a file's bytes -> SHA-256 of its behaviour_dump
+
+
+def _behaviour_digest(source: bytes, name: str) -> bytes:
+    """SHA-256 of behaviour_dump(source), remembered by the source's own hash: parsing the package
+    takes a tenth of a second, and code_version() is asked for at every run."""
+    key = hashlib.sha256(source).digest()
+    if key not in _BEHAVIOUR_DIGESTS:
+        _BEHAVIOUR_DIGESTS[key] = hashlib.sha256(behaviour_dump(source.decode("utf-8"), name).encode()).digest()
+    return _BEHAVIOUR_DIGESTS[key]
 
 
 # ============================================================================================
@@ -165,7 +225,7 @@ def run_key(recipe: Recipe, *, train_documents=None, validation_documents=None, 
 
 
 def score(model, tokenizer, *, lengths: Sequence[int] = (32, 128), validation_documents=None, test_documents=None,
-          train_documents=None, scores: dict | None = None) -> dict:
+          train_documents=None, scores: dict | None = None, unigram: int | None = None) -> dict:
     """The common targets: held-out MLM on the validation and test splits, at each length.
 
     Every run is scored the same way whatever it trained on: "token_stream" examples of `length`
@@ -173,6 +233,10 @@ def score(model, tokenizer, *, lengths: Sequence[int] = (32, 128), validation_do
     unigram baseline (always predict the most frequent training token) beside it.
     Lengths the model cannot take (longer than max_position_embeddings) are skipped.
     scores: an evaluation computed earlier; only the (split, length) pairs it lacks are scored.
+    unigram: the most frequent training token, when the caller has it already (pretrain counts it
+        on the tokens it trained on); else it is counted here on train_documents (the training
+        split by default), which means tokenizing them: only done when something is scored.
+    Each split is tokenized once, whatever the number of lengths.
     """
     documents = {"validation": validation_documents, "test": test_documents}
     result = {split: dict((scores or {}).get(split, {})) for split in SPLITS}
@@ -180,14 +244,39 @@ def score(model, tokenizer, *, lengths: Sequence[int] = (32, 128), validation_do
     missing = [(split, n) for split in SPLITS for n in lengths if f"mlm@{n}" not in result[split]]
     if not missing:
         return result
-    unigram = most_frequent_token(tokenizer, train_documents)
+    if unigram is None:
+        unigram = training_unigram_token(tokenizer, train_documents)
+    tokens = {}
     for split, n in missing:
-        docs = load_corpus(split) if documents[split] is None else documents[split]
-        data = PretrainingData(docs, tokenizer, Recipe(vocab_size=tokenizer.vocab_size, format="token_stream",
-                                                       seq_len=n), heldout=True)
+        if split not in tokens:
+            tokens[split] = tokenize_documents(load_corpus(split) if documents[split] is None else documents[split],
+                                               tokenizer)
+        data = PretrainingData.from_tokens(tokens[split], tokenizer, scoring_recipe(tokenizer, n), heldout=True)
         full = evaluate_mlm(model, data, unigram_token=unigram)
         result[split][f"mlm@{n}"] = {k: full[k] for k in SCORE_KEYS}
     return result
+
+
+def scoring_recipe(tokenizer, length: int) -> Recipe:
+    """The recipe whose held-out examples `score` uses at `length` (heldout=True fixes the masking)."""
+    return Recipe(vocab_size=tokenizer.vocab_size, format="token_stream", seq_len=length)
+
+
+def training_unigram_token(tokenizer, train_documents=None) -> int:
+    """The most frequent non-special token of train_documents (the training split by default)."""
+    documents = load_corpus("train") if train_documents is None else train_documents
+    return unigram_token(tokenize_documents(documents, tokenizer), tokenizer)
+
+
+def _scores_from_pretraining(recipe: Recipe, trained, lengths: Sequence[int]) -> dict:
+    """The validation score `pretrain` computed at the end, kept where it IS one of the common
+    targets: a "token_stream" recipe is scored there on the validation split in `score`'s very
+    examples (its seq_len, BERT's standard masking, the fixed evaluation seed, the same unigram
+    token), so scoring that (split, length) again would only repeat the same sums."""
+    n = recipe.seq_len
+    if recipe.example_format != "token_stream" or n not in lengths or not trained.evaluation:
+        return {}
+    return {"validation": {f"mlm@{n}": {k: trained.evaluation[k] for k in SCORE_KEYS}}}
 
 
 def _read_run_file(path: Path) -> dict | None:
@@ -260,7 +349,8 @@ def run(recipe: Recipe, seed: int | None = None, *, progress: bool = True, devic
     trained = pretrain(recipe, tokenizer=tokenizer, train_documents=train_documents,
                        eval_documents=validation_documents, device=dev, progress=progress, eval_every=eval_every)
     trained.model.eval()
-    evaluation = score(trained.model, tokenizer, lengths=score_lengths, **documents)
+    evaluation = score(trained.model, tokenizer, lengths=score_lengths, unigram=trained.unigram_token,
+                       scores=_scores_from_pretraining(recipe, trained, score_lengths), **documents)
     provenance = _provenance(recipe, seed, trained.history, dev, key, command)
     if path is not None:
         # The checkpoint first, then the scores beside it: an entry cut short between the two is
@@ -599,17 +689,30 @@ def _write_results(path: Path, header: dict, records: list[dict]) -> None:
     atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1, sort_keys=False))
 
 
+RECORD_KEYS = ("arm", "seed", "recipe", "metrics")  # what every run of a log must have
+
+
 def read_results(path: str | Path) -> dict:
-    """A grid's JSON log. ValueError (naming the file and the fix) when it cannot be read."""
+    """A grid's JSON log. ValueError (naming the file and the fix) when it cannot be read: damaged
+    (not JSON, or not UTF-8), not a grid log, a run without its arm, seed, recipe or metrics, or
+    runs of several code versions (a table never mixes them)."""
     path = Path(path)
+    fix = f"delete {path} (the command that made it trains every run again) or pass results= a new path"
     try:
-        log = json.loads(path.read_text())
-    except json.JSONDecodeError as err:
-        raise ValueError(f"the results file {path} is damaged ({err}); delete {path} or pass results= a new "
-                         "path") from err
+        log = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"the results file {path} is damaged ({err}); {fix}") from err
     if not isinstance(log, dict) or log.get("format") != RESULTS_FORMAT or not isinstance(log.get("runs"), list):
-        raise ValueError(f"{path} is not a grid results file (format {RESULTS_FORMAT!r}); delete {path} or pass "
-                         "results= a new path")
+        raise ValueError(f"{path} is not a grid results file (format {RESULTS_FORMAT!r}); {fix}")
+    for i, record in enumerate(log["runs"]):
+        lacking = [k for k in RECORD_KEYS if k not in record] if isinstance(record, dict) else list(RECORD_KEYS)
+        if lacking:
+            raise ValueError(f"the results file {path} is damaged: run {i} has no {', '.join(lacking)}; {fix}")
+    versions = {log.get("code_version")} | {r["provenance"].get("code_version", log.get("code_version"))
+                                            for r in log["runs"] if isinstance(r.get("provenance"), dict)}
+    if len(versions) > 1:
+        raise ValueError(f"the results file {path} mixes runs of code versions {sorted(map(str, versions))}; one "
+                         f"table never mixes code versions: {fix}")
     return log
 
 
@@ -619,6 +722,10 @@ def load_grid(name_or_experiment: str | Experiment, scale: str = "cpu", *, resul
     plots from the shipped logs. `.stale` says whether the current code would train other models."""
     experiment = get_experiment(name_or_experiment)
     path = Path(results) if results is not None else default_results_path(experiment.name, scale, max_docs)
+    if not path.is_file():
+        raise FileNotFoundError(f"no results file {path}: train the grid first (python -m mini_bert grid "
+                                f"{experiment.name} --scale {scale}{f' --max-docs {max_docs}' if max_docs else ''}) "
+                                "or pass results= the log's path")
     log = read_results(path)
     return GridResult(experiment, log.get("scale", scale), log["runs"], path, log.get("code_version"))
 
@@ -628,8 +735,10 @@ def _check_log(log: dict, path: Path, expected: dict) -> None:
     for key, what in (("experiment", "experiment"), ("scale", "scale"), ("max_docs", "document subset (max_docs)"),
                       ("code_version", "code_version")):
         if log.get(key) != expected[key]:
-            raise ValueError(f"the results file {path} holds runs of {what} {log.get(key)!r}, not {expected[key]!r}; "
-                             f"delete {path} or pass results= a new path; runs of different code are never mixed")
+            rerun = " (they must be trained again with this code: runs of different code are never mixed)" \
+                if key == "code_version" else ""
+            raise ValueError(f"the results file {path} holds runs of {what} {log.get(key)!r}, not {expected[key]!r}"
+                             f"{rerun}; delete {path} or pass results= a new path")
 
 
 def choose_jobs(device: torch.device, runs: int) -> int:
@@ -656,7 +765,13 @@ def grid(name_or_experiment: str | Experiment, seeds: int | Sequence[int] = 3, *
     Every input is checked before anything trains.
     """
     experiment = get_experiment(name_or_experiment)
-    seed_list = list(range(seeds)) if isinstance(seeds, int) and not isinstance(seeds, bool) else list(seeds)
+    try:
+        if isinstance(seeds, (bool, str, bytes)):
+            raise TypeError
+        seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    except TypeError:
+        raise ValueError(f"seeds must be a number of seeds or a list of them (seeds=3 means 0, 1, 2), "
+                         f"got {seeds!r}") from None
     if not seed_list or (isinstance(seeds, int) and seeds < 1):
         raise ValueError(f"seeds must be at least 1 (a number of seeds, or a list of them), got {seeds!r}")
     if any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seed_list) or len(set(seed_list)) != len(seed_list):
@@ -698,6 +813,12 @@ def grid(name_or_experiment: str | Experiment, seeds: int | Sequence[int] = 3, *
                                               for a in experiment.arms)}
 
     def finish(record: dict) -> None:
+        made_by = record["provenance"].get("code_version")
+        if made_by != header["code_version"]:  # the source was edited while the grid ran
+            raise RuntimeError(f"the package's code changed while the grid ran: code_version {header['code_version']} "
+                               f"at the start, {made_by} for run {record['arm']!r} seed {record['seed']}; the log "
+                               f"{path} keeps only the runs before it and is of the old code: delete it and run "
+                               "the grid again once the code is settled (one table never mixes code versions)")
         records.append(_plain(record))  # as the log will read back: the same in memory and on disk
         records.sort(key=lambda r: order.get((r["arm"], r["seed"]), len(order)))
         _write_results(path, header, records)

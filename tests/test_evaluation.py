@@ -1,4 +1,5 @@
-"""Evaluation: held-out MLM with the unigram baseline, sentence probes, fill-mask, embeddings."""
+"""Evaluation: held-out MLM with the unigram baseline, sentence probes, fill-mask, embeddings.
+The data they receive is built here by hand or with mini_bert.heldout (tested in test_heldout.py)."""
 from __future__ import annotations
 
 import pytest
@@ -10,10 +11,10 @@ from mini_bert.evaluation import (
     contextual_embedding,
     evaluate_mlm,
     fill_mask,
-    most_frequent_token,
     sentence_probe,
     train_logistic_probe,
 )
+from mini_bert.heldout import sentence_probe_batches
 from mini_bert.tokenization import train_wordpiece
 from mini_bert.batches import PretrainingData
 from mini_bert.pretraining import pretrain
@@ -97,16 +98,6 @@ def test_accuracy_by_input_kind(model, tokenizer, docs):
     assert "by_input" not in evaluate_mlm(model, list(data.batches(64)))
 
 
-def test_most_frequent_token_is_a_normal_token(tokenizer, docs):
-    token = most_frequent_token(tokenizer, docs[0])
-    counts = torch.zeros(tokenizer.vocab_size, dtype=torch.long)
-    for doc in docs[0]:
-        for sentence in doc.sentences:
-            counts += torch.bincount(torch.tensor(tokenizer.encode(sentence), dtype=torch.long), minlength=300)
-    assert token not in tokenizer.special_ids
-    assert counts[token] == counts.max()
-
-
 def test_fill_mask_matches_the_full_forward_pass(model, tokenizer):
     text = "paris is the capital of [MASK] ."
     top = fill_mask(model, tokenizer, text, k=5)
@@ -164,13 +155,23 @@ def test_sentence_probes_use_the_head_or_a_probe(tokenizer, docs):
     trained = pretrain(recipe, tokenizer=tokenizer, train_documents=docs[0], eval_documents=docs[1],
                        progress=False).model
     common = dict(train_documents=docs[0], eval_documents=docs[1], seq_len=48, max_train=200, max_eval=200)
-    head = sentence_probe(trained, tokenizer, "nsp", objective="nsp", **common)
+    nsp_train, nsp_test = sentence_probe_batches(tokenizer, "nsp", **common)
+    sop_train, sop_test = sentence_probe_batches(tokenizer, "sop", **common)
+    head = sentence_probe(trained, nsp_test, "nsp", objective="nsp")  # no training batch needed
     assert head["method"] == "head" and 0.0 <= head["accuracy"] <= 1.0
-    assert 0.4 <= head["chance"] <= 0.75 and head["examples"] > 20
+    assert 0.4 <= head["chance"] <= 0.75 and head["examples"] == len(nsp_test["input_ids"]) > 20
     # The head's accuracy is that of its own predictions.
-    probe = sentence_probe(trained, tokenizer, "sop", objective="nsp", **common)
+    with torch.no_grad():
+        out = trained.eval()(nsp_test["input_ids"], nsp_test["attention_mask"], nsp_test["token_type_ids"])
+    own = (out.sentence_logits.argmax(-1) == nsp_test["sentence_labels"]).float().mean().item()
+    assert head["accuracy"] == pytest.approx(own)
+    probe = sentence_probe(trained, sop_test, "sop", train_batch=sop_train, objective="nsp")
     assert probe["method"] == "probe" and 0.0 <= probe["accuracy"] <= 1.0
-    forced = sentence_probe(trained, tokenizer, "sop", method="head", **common)
+    forced = sentence_probe(trained, sop_test, "sop", method="head")
     assert forced["method"] == "head"
     with pytest.raises(ValueError, match="no sentence head"):
-        sentence_probe(BertForMaskedLM(trained.config), tokenizer, "nsp", method="head", **common)
+        sentence_probe(BertForMaskedLM(trained.config), nsp_test, "nsp", method="head")
+    with pytest.raises(ValueError, match="needs train_batch"):
+        sentence_probe(trained, sop_test, "sop", objective="nsp")
+    with pytest.raises(ValueError, match="task must be"):
+        sentence_probe(trained, sop_test, "mlm")

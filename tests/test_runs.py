@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 import shutil
 
 import pytest
 import torch
 
 from mini_bert import runs
-from mini_bert.__main__ import main
+from mini_bert.__main__ import build_parser, main
 from mini_bert.data import load_corpus
 from mini_bert.runs import (
     EXPERIMENTS,
@@ -94,19 +95,101 @@ def quick_grid(path, seeds=2, **kwargs):
 def test_code_version_follows_the_content_of_the_training_code(tmp_path, monkeypatch):
     version = code_version()
     assert len(version) == 12 and int(version, 16) >= 0 and code_version() == version
-    names = {p.name for p in runs.source_files()}
+    names = {p.relative_to(runs.PACKAGE).as_posix() for p in runs.source_files()}
     assert {"recipe.py", "loop.py", "model.py", "masking.py", "runs.py"} <= names
-    assert "widgets.py" not in names and not any("exercises" in str(p) for p in runs.source_files())
+    assert not any(n.startswith(("exercises/", "views/")) for n in names)
 
     copy = tmp_path / "mini_bert"
     shutil.copytree(runs.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "results"))
     monkeypatch.setattr(runs, "PACKAGE", copy)
     assert code_version() == version  # the same content elsewhere: the same version
-    (copy / "widgets.py").write_text("# a widget changes no trained model\n")
+    (copy / "views").mkdir(exist_ok=True)
+    (copy / "views" / "extra_view.py").write_text("def draw():\n    return 2\n")
+    (copy / "exercises").mkdir(exist_ok=True)
+    (copy / "exercises" / "extra_check.py").write_text("CHECK = 3\n")
     assert code_version() == version
     training = copy / "recipe.py"
-    training.write_text(training.read_text().replace("lr: float = 2e-3", "lr: float = 3e-3"))
+    source = training.read_text()
+    # A comment on top of the real file: parsed away.
+    training.write_text("# a comment changes no trained model\n" + source)
+    assert code_version() == version
+    assert "lr: float = 2e-3" in source
+    training.write_text(source.replace("lr: float = 2e-3", "lr: float = 3e-3"))
     assert code_version() != version
+
+
+SMALL_MODULE = '''\
+"""A module docstring."""
+import math
+
+RATE = 0.5  # a comment
+
+
+class Scaler:
+    """A class docstring."""
+
+    def scale(self, x):
+        """A method docstring."""
+        return x * RATE
+
+
+async def later():
+    """An async docstring."""
+    return math.pi
+
+
+def plain(x):
+    return x + 1
+'''
+
+
+@pytest.mark.parametrize("edit, same", [
+    (lambda s: s.replace("A module docstring.", "The module, described at length."), True),
+    (lambda s: s.replace('"""A class docstring."""', '"""Another\n    class docstring."""'), True),
+    (lambda s: s.replace("A method docstring.", "What scale does."), True),
+    (lambda s: s.replace("An async docstring.", "Soon."), True),
+    (lambda s: s.replace('"""A module docstring."""\n', ""), True),  # a docstring removed altogether
+    (lambda s: s.replace("# a comment", "# another comment, longer"), True),
+    (lambda s: s.replace("def plain(x):", "# plain adds one\n\n\ndef plain(x):  # really"), True),
+    (lambda s: s.replace("return x + 1", "return (x\n            + 1)"), True),  # layout only
+    (lambda s: s.replace("RATE = 0.5", "RATE = 0.25"), False),
+    (lambda s: s.replace("return x * RATE", "return RATE * x"), False),
+    (lambda s: s.replace("return x + 1", "return x + 2"), False),
+    (lambda s: s.replace("def plain(x):\n", "def plain(x):\n    'not first: code, not a docstring'\n    "
+                         "print('side effect')\n"), False),
+    (lambda s: s.replace('"""A method docstring."""', '"""A method docstring."""\n        x = -x'), False),
+])
+def test_comments_docstrings_and_layout_keep_the_code_version_code_changes_it(edit, same, tmp_path, monkeypatch):
+    package = tmp_path / "small"
+    (package / "sub").mkdir(parents=True)
+    (package / "mod.py").write_text(SMALL_MODULE)
+    (package / "sub" / "__init__.py").write_text('"""A sub-package."""\nVALUE = 1\n')
+    monkeypatch.setattr(runs, "PACKAGE", package)
+    version = code_version()
+    edited = edit(SMALL_MODULE)
+    assert edited != SMALL_MODULE  # the edit applies
+    (package / "mod.py").write_text(edited)
+    assert (code_version() == version) is same
+
+
+def test_moving_a_module_is_a_new_code_version(tmp_path, monkeypatch):
+    package = tmp_path / "small"
+    package.mkdir()
+    (package / "mod.py").write_text(SMALL_MODULE)
+    monkeypatch.setattr(runs, "PACKAGE", package)
+    version = code_version()
+    (package / "mod.py").rename(package / "moved.py")
+    assert code_version() != version
+
+
+def test_behaviour_dump_leaves_out_docstrings_comments_and_empty_fields():
+    dump = runs.behaviour_dump(SMALL_MODULE)
+    assert "docstring" not in dump and "comment" not in dump and "lineno" not in dump
+    assert "type_params" not in dump and "=[]" not in dump and "=None" not in dump
+    assert "RATE" in dump and "0.5" in dump and "Scaler" in dump
+    # The same tree as the standard ast.dump would show it, up to the fields left out.
+    assert runs.behaviour_dump("x = f(1)\n") == ("Module(body=[Assign(targets=[Name(id='x', ctx=Store())], "
+                                                 "value=Call(func=Name(id='f', ctx=Load()), args=[Constant(value=1)]))])")
 
 
 # ------------------------------------------------------------------ one run and its cache
@@ -135,6 +218,24 @@ def test_a_run_is_trained_once_then_loaded_with_its_scores(cache, docs, monkeypa
     assert json.dumps(second.history, sort_keys=True) == json.dumps(first.history, sort_keys=True)  # NaN != NaN
     for name, tensor in first.model.state_dict().items():
         assert torch.equal(tensor, second.model.state_dict()[name]), name
+
+
+def test_a_fresh_run_scores_each_split_and_length_once(cache, docs, monkeypatch):
+    scored, tokenized = [], []
+    real_evaluate, real_tokenize = runs.evaluate_mlm, runs.tokenize_documents
+    monkeypatch.setattr(runs, "evaluate_mlm", lambda model, data, **k: scored.append(data) or real_evaluate(model, data, **k))
+    monkeypatch.setattr(runs, "tokenize_documents", lambda d, t: tokenized.append(d) or real_tokenize(d, t))
+    result = quick(cache=False, **docs)
+    # pretrain scored validation@32 at the end (TINY trains 32-token streams): reused, not scored again.
+    assert [d.seq_len for d in scored] == [128, 32, 128]
+    assert scored[1].tokens is scored[2].tokens  # the test split tokenized once for both lengths
+    # The held-out splits tokenized once each; the training split not at all (pretrain counted its unigram token).
+    assert tokenized == [docs["validation_documents"], docs["test_documents"]]
+
+    # Nothing changed: scoring every (split, length) afresh gives the very same numbers.
+    monkeypatch.setattr(runs, "evaluate_mlm", real_evaluate)
+    monkeypatch.setattr(runs, "tokenize_documents", real_tokenize)
+    assert runs.score(result.model, result.tokenizer, **docs) == result.evaluation
 
 
 def test_another_recipe_seed_code_or_documents_is_another_cache_entry(docs, monkeypatch):
@@ -243,6 +344,24 @@ def test_a_logged_run_reproduces_without_the_cache(cache, tmp_path, monkeypatch)
         assert again.metrics[name] == pytest.approx(value, abs=1e-6), name
 
 
+def test_a_grid_stops_when_the_code_changes_under_it(cache, tmp_path, monkeypatch):
+    path = tmp_path / "smoke.json"
+    real = runs.run
+
+    def run_then_edit_the_code(*args, **kwargs):
+        result = real(*args, **kwargs)
+        monkeypatch.setattr(runs, "code_version", lambda: "0123456789ab")  # as if a file were edited now
+        return result
+
+    monkeypatch.setattr(runs, "run", run_then_edit_the_code)
+    with pytest.raises(RuntimeError, match=r"code changed while the grid ran: code_version [0-9a-f]{12} at the start, "
+                                           r"0123456789ab for run 'mask-25' seed 0; .*delete it and run the grid again"):
+        quick_grid(path, seeds=1)
+    log = runs.read_results(path)  # one code version, the first run only
+    assert [(r["arm"], r["seed"]) for r in log["runs"]] == [("mask-15", 0)]
+    assert log["runs"][0]["provenance"]["code_version"] == log["code_version"] != "0123456789ab"
+
+
 def test_grid_in_worker_processes(cache, tmp_path, monkeypatch):
     # jobs=2 with a single run to do: one spawned worker (they start on demand) trains it.
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
@@ -263,8 +382,9 @@ def test_a_log_of_other_code_experiment_or_scale_is_refused(cache, tmp_path, mon
 
     with monkeypatch.context() as patch:
         patch.setattr(runs, "code_version", lambda: "0123456789ab")
-        with pytest.raises(ValueError, match=r"code_version .*delete .*smoke\.json or pass results= a new path; "
-                                             r"runs of different code are never mixed"):
+        with pytest.raises(ValueError, match=r"code_version .*must be trained again with this code: runs of "
+                                             r"different code are never mixed\); delete .*smoke\.json or pass "
+                                             r"results= a new path"):
             quick_grid(path, seeds=1)
     other = Experiment("other", "another ablation", {"a": {}, "b": {"lr": 1e-3}}, "a", {"cpu": TINY})
     monkeypatch.setitem(EXPERIMENTS, "other", other)
@@ -280,13 +400,29 @@ def test_a_log_of_other_code_experiment_or_scale_is_refused(cache, tmp_path, mon
     path.write_text("[1, 2]")
     with pytest.raises(ValueError, match=r"not a grid results file"):
         quick_grid(path, seeds=1)
+    # One run of other code slipped in (a hand-merged log): refused, never tabled with the others.
+    log = json.loads(saved)
+    log["runs"].append({**log["runs"][0], "seed": 1, "provenance": {**log["runs"][0]["provenance"],
+                                                                    "code_version": "0123456789ab"}})
+    path.write_text(json.dumps(log))
+    with pytest.raises(ValueError, match=r"mixes runs of code versions .*0123456789ab.*delete .*smoke\.json"):
+        quick_grid(path, seeds=2)
+    with pytest.raises(ValueError, match=r"mixes runs of code versions"):
+        runs.load_grid("smoke", results=path)
     assert counter.calls == []  # refused before anything trained
+
+
+SHORT_POSITIONS = TINY.replace(model={**runs.SMOKE_MODEL, "max_position_embeddings": 64})
 
 
 @pytest.mark.parametrize("call, message", [
     (lambda p: grid("no-such-ablation", 1, results=p), r"unknown experiment 'no-such-ablation'; known experiments: .*smoke"),
     (lambda p: grid("smoke", 1, arms=["mask-99"], results=p), r"unknown arm.*mask-99.*its arms: mask-15, mask-25"),
     (lambda p: grid("smoke", 0, results=p), r"seeds must be at least 1"),
+    (lambda p: grid("smoke", -2, results=p), r"seeds must be at least 1"),
+    (lambda p: grid("smoke", [], results=p), r"seeds must be at least 1"),
+    (lambda p: grid("smoke", [0, -2], results=p), r"seeds must be distinct non-negative integers"),
+    (lambda p: grid("smoke", True, results=p), r"seeds must be a number of seeds or a list"),
     (lambda p: grid("smoke", [1, 1], results=p), r"distinct"),
     (lambda p: grid("smoke", 1, scale="tpu", results=p), r"unknown scale 'tpu'.*use one of: cpu, gpu"),
     (lambda p: grid("smoke", 1, jobs=0, results=p), r"jobs must be a positive integer"),
@@ -295,12 +431,189 @@ def test_a_log_of_other_code_experiment_or_scale_is_refused(cache, tmp_path, mon
     (lambda p: Experiment("x", "", {"a": {"mask_rate": 0.2}}, "a", {"cpu": TINY}), r"\['mask_rate'\] are not Recipe"),
     (lambda p: Experiment("x", "", {"a": {"lr": -1.0}}, "a", {"cpu": TINY}), r"learning rate must be a positive"),
     (lambda p: Experiment("x", "", {"a": {}}, "a", {"laptop": TINY}), r"keyed by scale"),
+    # A sequence schedule longer than the model's positions, in an arm or in the base recipe.
+    (lambda p: Experiment("x", "", {"a": {}, "long": {"seq_len": 128}}, "a", {"cpu": SHORT_POSITIONS}),
+     r"trains 128-token examples but the model has only 64 positions; shorten seq_len/long_seq_len or raise "
+     r"max_position_embeddings"),
+    (lambda p: Experiment("x", "", {"a": {}, "two-phase": {"long_seq_len": 128}}, "a", {"cpu": SHORT_POSITIONS}),
+     r"trains 128-token examples but the model has only 64 positions"),
+    (lambda p: Recipe(model={**runs.SMOKE_MODEL, "max_position_embeddings": 64}),  # the default long phase: 128
+     r"trains 128-token examples but the model has only 64 positions"),
 ])
 def test_bad_input_is_named_before_anything_trains(call, message, tmp_path, monkeypatch):
     Counter(monkeypatch, fail_after=0)
     with pytest.raises(ValueError, match=message):
         call(tmp_path / "log.json")
     assert not (tmp_path / "log.json").exists()
+
+
+def grid_log(runs_: list, **header) -> dict:
+    """A hand-made results log of the current code (nothing trained)."""
+    return {"format": runs.RESULTS_FORMAT, "experiment": "smoke", "scale": "cpu", "max_docs": MAX_DOCS,
+            "code_version": code_version(), "command": "python -m mini_bert grid smoke --seeds 1", "runs": runs_,
+            **header}
+
+
+@pytest.mark.parametrize("content, message", [
+    (b'{"format": "mini_bert-grid/1", "runs": [', r"damaged \(Expecting value"),  # cut short
+    (b"\xff\xfe\x00{not text", r"damaged \('utf-8' codec can't decode"),  # not even text
+    (b"{}", r"not a grid results file \(format 'mini_bert-grid/1'\)"),
+    (json.dumps(grid_log([{"arm": "mask-15", "seed": 0, "recipe": {}}])).encode(), r"run 0 has no metrics"),
+    (json.dumps(grid_log(["mask-15"])).encode(), r"run 0 has no arm, seed, recipe, metrics"),
+])
+def test_a_damaged_results_file_is_named_with_the_fix(content, message, tmp_path, monkeypatch):
+    Counter(monkeypatch, fail_after=0)
+    path = tmp_path / "smoke.json"
+    path.write_bytes(content)
+    fix = r".*delete .*smoke\.json \(the command that made it trains every run again\) or pass results= a new path"
+    with pytest.raises(ValueError, match=message + fix):
+        runs.load_grid("smoke", results=path)
+    with pytest.raises(ValueError, match=message + fix):
+        quick_grid(path, seeds=1)
+    assert path.read_bytes() == content  # left as it was, for the user to look at
+
+
+def test_a_missing_results_file_says_how_to_make_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"no results file .*nothing\.json: train the grid first \(python -m "
+                                                r"mini_bert grid smoke --scale cpu\)"):
+        runs.load_grid("smoke", results=tmp_path / "nothing.json")
+
+
+def test_a_log_of_other_code_loads_as_stale_but_is_never_resumed(tmp_path, monkeypatch):
+    Counter(monkeypatch, fail_after=0)
+    path = tmp_path / "smoke.json"
+    record = {"arm": "mask-15", "seed": 0, "recipe": {}, "metrics": {"validation.mlm@32.accuracy": 0.1},
+              "provenance": {"code_version": "0123456789ab"}}
+    path.write_text(json.dumps(grid_log([record], code_version="0123456789ab")))
+    loaded = runs.load_grid("smoke", results=path)  # a chapter may still show it, marked stale
+    assert loaded.stale and loaded.code_version == "0123456789ab"
+    with pytest.raises(ValueError, match=r"code_version '0123456789ab', not '[0-9a-f]{12}' \(they must be trained "
+                                         r"again with this code"):
+        quick_grid(path, seeds=1)
+
+
+def test_results_are_written_atomically(tmp_path, monkeypatch):
+    path = tmp_path / "smoke.json"
+    runs._write_results(path, grid_log([]), [])
+    before = path.read_bytes()
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    import mini_bert.cache
+
+    monkeypatch.setattr(mini_bert.cache.os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        runs._write_results(path, grid_log([]), [{"arm": "mask-15", "seed": 0, "recipe": {}, "metrics": {}}])
+    assert path.read_bytes() == before  # the old log whole, not half of the new one
+    assert [p.name for p in tmp_path.iterdir()] == ["smoke.json"]  # and no temporary file left behind
+
+
+# ------------------------------------------------------------------ a shipped log reproduces
+
+SHIPPED = runs.RESULTS_DIR / "smoke-cpu.json"  # made by its own command; see its "command"
+
+# How close a rerun must come to the logged numbers. On the same machine a rerun is bit-identical
+# (every seed is fixed and the CPU kernels are deterministic). On another CPU the matrix products
+# may sum in another order (AVX2 vs AVX-512 kernels, another torch build): the last bits of the
+# floats differ, and 30 training steps carry that into the weights. That moves a loss in its
+# 4th-5th significant digit and may flip a few argmax predictions among tens of thousands of targets,
+# so: losses within 1e-3 relative, accuracies within 1e-3 absolute. The target counts and the
+# unigram accuracy involve no model arithmetic (integer counts of the fixed held-out masks), so
+# they must be equal. A real change (a recipe, the data, the masking, the scoring) moves them far more.
+LOSS_REL_TOL = 1e-3
+ACCURACY_ABS_TOL = 1e-3
+
+
+def reproduction_mismatches(logged: dict[str, float], rerun: dict[str, float]) -> list[str]:
+    """The metrics of a rerun that do not reproduce the logged ones (empty when all do)."""
+    problems = [f"{name}: logged but not in the rerun" for name in sorted(set(logged) - set(rerun))]
+    problems += [f"{name}: in the rerun but not logged" for name in sorted(set(rerun) - set(logged))]
+    for name in sorted(set(logged) & set(rerun)):
+        was, now = logged[name], rerun[name]
+        kind = name.rsplit(".", 1)[-1]
+        if kind == "loss":
+            ok = math.isclose(now, was, rel_tol=LOSS_REL_TOL)
+        elif kind == "accuracy":
+            ok = abs(now - was) <= ACCURACY_ABS_TOL
+        else:  # targets, unigram_accuracy: no floating-point model arithmetic in them
+            ok = now == was
+        if not ok:
+            problems.append(f"{name}: logged {was!r}, rerun {now!r}")
+    return problems
+
+
+def parse_grid_command(command: str):
+    """The stored command, read by the CLI's own parser: (its arguments, its seeds as a list)."""
+    words = shlex.split(command)
+    assert words[:4] == ["python", "-m", "mini_bert", "grid"], command
+    args = build_parser().parse_args(words[3:])
+    seeds = [int(s) for s in args.seeds.split(",")] if "," in args.seeds else list(range(int(args.seeds)))
+    return args, seeds
+
+
+def test_the_shipped_log_names_the_command_that_regenerates_it():
+    log = runs.read_results(SHIPPED)
+    args, seeds = parse_grid_command(log["command"])
+    experiment = EXPERIMENTS[args.name]
+    assert args.name == log["experiment"] == "smoke" and args.scale == log["scale"]
+    assert args.max_docs == log["max_docs"] and args.results is None  # the default path: this very file
+    assert runs.default_results_path(args.name, args.scale, args.max_docs) == SHIPPED
+    assert args.device == "cpu"  # the shipped numbers are CPU numbers: the command must not pick a GPU
+    arms = args.arms.split(",") if args.arms else list(experiment.arms)
+    # The command trains exactly the logged runs: every arm x seed it names, and nothing else.
+    assert sorted((r["arm"], r["seed"]) for r in log["runs"]) == sorted((a, s) for a in arms for s in seeds)
+    assert runs.grid_command(args.name, seeds, args.scale, arms=args.arms.split(",") if args.arms else None,
+                             device=args.device, max_docs=args.max_docs) == log["command"]
+    for record in log["runs"]:
+        assert record["provenance"]["command"] == log["command"]
+        # The experiment still defines the logged recipes (else the command would train other runs).
+        assert record["recipe"] == runs._plain(arm_recipe(experiment, record["arm"], args.scale)
+                                               .replace(seed=record["seed"]).to_dict())
+
+
+def test_a_run_of_the_shipped_log_is_reproduced_by_its_command(cache, tmp_path, capsys):
+    """Rerun one logged run the way the stored command does (the CLI, grid, train_record, run) in an
+    empty run cache, so that it really trains, and compare with the logged numbers."""
+    log = runs.read_results(SHIPPED)
+    args, seeds = parse_grid_command(log["command"])
+    assert seeds == [0]  # one seed: restricting the command to one arm reruns exactly one logged run
+    record = next(r for r in log["runs"] if r["arm"] == EXPERIMENTS[args.name].baseline)
+    rerun_log = tmp_path / "rerun.json"
+    argv = shlex.split(log["command"])[3:] + ["--arms", record["arm"], "--results", str(rerun_log),
+                                              "--jobs", "1", "--threads", "1", "--no-progress"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    (rerun,) = runs.read_results(rerun_log)["runs"]
+    assert (rerun["arm"], rerun["seed"], rerun["from_cache"]) == (record["arm"], record["seed"], False)
+    assert rerun["recipe"] == record["recipe"]
+    assert rerun["provenance"]["steps"] == record["provenance"]["steps"]
+    assert rerun["provenance"]["tokens"] == record["provenance"]["tokens"]
+    assert reproduction_mismatches(record["metrics"], rerun["metrics"]) == []
+
+
+@pytest.mark.parametrize("perturb, expected", [
+    (lambda m: m.__setitem__("validation.mlm@32.accuracy", m["validation.mlm@32.accuracy"] + 2e-3),
+     "validation.mlm@32.accuracy: logged"),
+    (lambda m: m.__setitem__("test.mlm@128.loss", m["test.mlm@128.loss"] * (1 + 2e-3)), "test.mlm@128.loss: logged"),
+    (lambda m: m.__setitem__("test.mlm@32.targets", m["test.mlm@32.targets"] + 1), "test.mlm@32.targets: logged"),
+    (lambda m: m.__setitem__("validation.mlm@128.unigram_accuracy", m["validation.mlm@128.unigram_accuracy"] + 1e-9),
+     "validation.mlm@128.unigram_accuracy: logged"),
+    (lambda m: m.pop("test.mlm@128.accuracy"), "test.mlm@128.accuracy: in the rerun but not logged"),
+    # Within the tolerance (another CPU's rounding): still a reproduction.
+    (lambda m: m.__setitem__("validation.mlm@32.accuracy", m["validation.mlm@32.accuracy"] + 5e-4), None),
+    (lambda m: m.__setitem__("test.mlm@128.loss", m["test.mlm@128.loss"] * (1 + 5e-4)), None),
+])
+def test_the_reproduction_check_reports_a_perturbed_logged_number(perturb, expected):
+    logged = runs.read_results(SHIPPED)["runs"][0]["metrics"]
+    assert reproduction_mismatches(logged, dict(logged)) == []
+    changed = dict(logged)
+    perturb(changed)
+    problems = reproduction_mismatches(changed, logged)
+    if expected is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problems[0].startswith(expected), problems
 
 
 # ------------------------------------------------------------------ statistics
@@ -389,6 +702,10 @@ def test_cli_lists_the_experiments(capsys):
 @pytest.mark.parametrize("argv, message", [
     (["grid", "no-such-ablation", "--seeds", "2"], "unknown experiment 'no-such-ablation'; known experiments: "),
     (["grid", "smoke", "--seeds", "0"], "seeds must be at least 1"),
+    (["grid", "smoke", "--seeds", "-1"], "seeds must be at least 1"),
+    (["grid", "smoke", "--seeds", "two"], "--seeds takes a number of seeds or a comma-separated list of them"),
+    (["grid", "smoke", "--arms", "mask-15,mask-99"], "unknown arm(s) ['mask-99'] of experiment 'smoke'; its arms: "
+                                                     "mask-15, mask-25"),
     (["grid", "smoke", "--scale", "tpu"], "unknown scale 'tpu'"),
     (["grid"], "name an experiment"),
 ])

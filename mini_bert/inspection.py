@@ -1,4 +1,4 @@
-"""What attention heads look at: per-head statistics, and switching heads off (chapter 9).
+"""Inspecting a trained model (chapter 9): what its attention heads look at, and what each is worth.
 
 Statistics follow Clark et al. (2019, "What Does BERT Look At?"): for every head, the entropy of
 its attention rows (low = the head focuses on a few tokens, high = it spreads its attention
@@ -12,7 +12,8 @@ mini_bert's model has no head-mask argument, so `head_mask` adds a forward pre-h
 layer's output projection `attention.attention.output` and zeroes the masked heads' slices of its
 input. Nothing in model.py changes; leaving the `with` block removes the hooks. What a head is
 worth is measured by `pruning_effects` with any score, e.g. the held-out masked-LM loss of
-`mlm_loss` on `heldout_mlm_batch` (the examples and fixed masks a pretraining run is scored on).
+`mlm_loss` on `heldout_mlm_batch` (the examples and fixed masks a pretraining run is scored on,
+heldout.heldout_data, as one batch).
 """
 from __future__ import annotations
 
@@ -23,11 +24,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from .batches import PretrainingData
-from .data import load_corpus
 from .evaluation import evaluate_mlm
+from .heldout import heldout_data
 from .masking import MaskingConfig, SpecialTokens, mask_tokens
-from .recipe import Recipe
 from .tokenization import is_punctuation
 
 SPECIAL_NAMES = ("[CLS]", "[SEP]", "[PAD]")
@@ -279,20 +278,14 @@ def mlm_batch(tokenizer, sentences: list[str], seed: int = 0, max_length: int = 
 def heldout_mlm_batch(tokenizer, recipe=None, documents=None, *, split: str = "validation") -> MLMBatch:
     """The held-out masked examples a pretraining run is scored on, as one MLMBatch.
 
-    They are batches.PretrainingData(documents, tokenizer, recipe, heldout=True): the recipe's
-    example format and length (e.g. 32-token pieces of a token stream), BERT's standard masking
+    They are heldout.heldout_data(tokenizer, recipe, split, documents): the recipe's example
+    format and length (e.g. 32-token pieces of a token stream), BERT's standard masking
     (15%, 80/10/10) with the fixed evaluation seed, so every call gives the same targets and
     mlm_loss(model, batch) equals evaluation.evaluate_mlm's loss on the same documents.
     recipe: a recipe.Recipe or its dict (a checkpoint's .recipe); None = the default recipe.
     documents: default load_corpus(split).
     """
-    if recipe is None:
-        recipe = Recipe(vocab_size=tokenizer.vocab_size)
-    elif isinstance(recipe, dict):
-        recipe = Recipe.from_dict(recipe)
-    if documents is None:
-        documents = load_corpus(split)
-    data = PretrainingData(documents, tokenizer, recipe, heldout=True)
+    data = heldout_data(tokenizer, recipe, split, documents)
     batch = data.collate([data.dataset[i] for i in range(len(data))])
     return MLMBatch(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"], batch["mlm_labels"])
 

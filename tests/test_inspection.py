@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from mini_bert import attention_stats as S
+from mini_bert import inspection as S
 from mini_bert.config import BertConfig
 from mini_bert.model import BertForPreTraining, BertModel
 from mini_bert.tokenization import SPECIAL_TOKENS, WordPieceTokenizer

@@ -1,4 +1,5 @@
-"""The masking widget: built, driven from code, and checked against mini_bert's masking."""
+"""The book's views (mini_bert.views): the masking widget, the attention-head explorer and the
+bertviz views, built, driven from code, and checked against mini_bert's masking and head statistics."""
 from __future__ import annotations
 
 import re
@@ -7,7 +8,7 @@ import ipywidgets
 import pytest
 import torch
 
-from mini_bert import widgets
+from mini_bert import inspection, views
 from mini_bert.masking import KEPT, MASKED, RANDOM, UNTOUCHED, MaskingConfig, SpecialTokens, mask_tokens
 from mini_bert.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
 
@@ -25,7 +26,7 @@ def tokenizer():
 
 @pytest.fixture
 def panel(tokenizer):
-    return widgets.masking_widget(tokenizer, text=TEXT)
+    return views.masking_widget(tokenizer, text=TEXT)
 
 
 def boxes(html):
@@ -41,6 +42,8 @@ def test_builds_from_widgets_of_ipywidgets_7_and_8(panel):
     assert panel.ratio.min == 0.05 and panel.ratio.max == 0.8 and panel.ratio.value == 0.15
     assert (panel.mask_share.value, panel.random_share.value, panel.keep_share.value) == (0.8, 0.1, 0.1)
     assert repr(panel) == "MaskingWidget(ratio=0.15, shares=(0.80, 0.10, 0.10), mode='token', seed=0)"
+    # The class is defined on first use (`from mini_bert.views import MaskingWidget` works too).
+    assert type(panel) is views.MaskingWidget is views.masking.MaskingWidget
 
 
 def _walk(widget):
@@ -60,7 +63,7 @@ def test_view_matches_mask_tokens(panel, tokenizer):
         "tokens": n, "selected": round(0.15 * n), "masked": int((expected.categories == MASKED).sum()),
         "random": int((expected.categories == RANDOM).sum()), "kept": int((expected.categories == KEPT).sum()),
     }
-    assert widgets.masking_summary(panel.result) in panel.view.value
+    assert views.masking_summary(panel.result) in panel.view.value
 
 
 def test_changing_ratio_and_seed_updates_view_and_counts(panel):
@@ -85,7 +88,7 @@ def test_colours_follow_categories(panel):
     result = panel.result
     for category, name in [(MASKED, "masked"), (RANDOM, "random"), (KEPT, "kept"), (UNTOUCHED, "untouched")]:
         n = sum(1 for c, s in zip(result.categories, result.special) if c == category and not s)
-        assert html.count(f"background:{widgets.MASKING_COLORS[category]};border:1px solid") == n, name
+        assert html.count(f"background:{views.MASKING_COLORS[category]};border:1px solid") == n, name
 
 
 def test_share_sliders_always_sum_to_one(panel):
@@ -145,12 +148,12 @@ def test_text_box(panel):
     assert panel.result.tokens[1] == "<" and panel.result.tokens[3] == ">"
     shown = [b[0] for b in boxes(panel.view.value)]
     assert "&lt;" in shown and "&gt;" in shown and "&amp;" in shown and "<" not in shown
-    panel.text.value = " ".join(["press"] * (widgets.MAX_TOKENS + 10))
-    assert panel.result.truncated and f"first {widgets.MAX_TOKENS} tokens" in panel.view.value
+    panel.text.value = " ".join(["press"] * (views.MAX_TOKENS + 10))
+    assert panel.result.truncated and f"first {views.MAX_TOKENS} tokens" in panel.view.value
 
 
 def test_settings_at_construction(tokenizer):
-    panel = widgets.masking_widget(tokenizer, text=TEXT, ratio=0.3, shares=(2, 1, 1), whole_word=True, seed=4)
+    panel = views.masking_widget(tokenizer, text=TEXT, ratio=0.3, shares=(2, 1, 1), whole_word=True, seed=4)
     assert panel.config == MaskingConfig(ratio=0.3, mask_share=0.5, random_share=0.25, keep_share=0.25,
                                          mode="whole_word")
     assert panel.seed.value == 4
@@ -162,18 +165,18 @@ def test_static_twin_draws_the_same_view(tokenizer):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    result = widgets.mask_text(TEXT, tokenizer, MaskingConfig(ratio=0.4), seed=2)
-    ax = widgets.plot_masked_tokens(result, width=40)
+    result = views.mask_text(TEXT, tokenizer, MaskingConfig(ratio=0.4), seed=2)
+    ax = views.plot_masked_tokens(result, width=40)
     texts = [t.get_text() for t in ax.texts]
     # One label per token with what the model sees, plus the original under every target.
     assert sorted(texts) == sorted(result.shown + [t for t, c in zip(result.tokens, result.categories) if c])
-    assert ax.get_title(loc="left") == widgets.masking_summary(result)
-    assert len(widgets.masking_legend_handles()) == 4
+    assert ax.get_title(loc="left") == views.masking_summary(result)
+    assert len(views.masking_legend_handles()) == 4
     plt.close("all")
 
 
 def test_default_text_is_a_corpus_sentence():
-    text = widgets.default_masking_text()
+    text = views.default_masking_text()
     from mini_bert.data import load_corpus
 
     assert any(text in doc.sentences for doc in load_corpus())
@@ -217,7 +220,7 @@ def explorer(small_models):
     import matplotlib
 
     matplotlib.use("Agg")
-    return widgets.attention_explorer(small_models, text=EXPLORER_TEXT)
+    return views.attention_explorer(small_models, text=EXPLORER_TEXT)
 
 
 def test_explorer_uses_widgets_of_ipywidgets_7_and_8(explorer):
@@ -227,18 +230,17 @@ def test_explorer_uses_widgets_of_ipywidgets_7_and_8(explorer):
     assert list(explorer.model.options) == ["random A", "random B"]
     assert (explorer.layer.max, explorer.head.max) == (2, 3)
     assert repr(explorer).startswith("AttentionExplorer(model='random A', layer=0, head=0")
+    assert type(explorer) is views.AttentionExplorer is views.heads.AttentionExplorer
 
 
 def test_explorer_view_matches_the_model(explorer, small_models, tokenizer):
-    from mini_bert import attention_stats
-
     model, _ = small_models["random A"]
-    tokens, enc = attention_stats.encode_sentence(tokenizer, EXPLORER_TEXT)
-    attn = attention_stats.attention_maps(model, enc.ids, enc.token_type_ids)[0]
+    tokens, enc = inspection.encode_sentence(tokenizer, EXPLORER_TEXT)
+    attn = inspection.attention_maps(model, enc.ids, enc.token_type_ids)[0]
     view = explorer.view
     assert view.tokens == tokens and torch.allclose(view.attention, attn[0, 0])
     assert torch.allclose(view.attention.sum(-1), torch.ones(len(tokens)), atol=1e-5)
-    expected = attention_stats.head_summary(attn[0, 0].double(), tokens)
+    expected = inspection.head_summary(attn[0, 0].double(), tokens)
     assert view.stats["entropy"] == pytest.approx(float(expected["entropy"]))
     assert f"entropy <b>{view.stats['entropy']:.2f}</b>" in explorer.stats_html.value
     # The picture is a PNG in the Output widget (set directly, so it is saved with the widget state).
@@ -276,28 +278,26 @@ def test_explorer_cuts_a_model_to_its_max_tokens(small_models):
 
     matplotlib.use("Agg")
     long_text = " ".join([EXPLORER_TEXT] * 3)
-    explorer = widgets.attention_explorer(small_models, text=long_text, max_tokens={"random B": 8})
-    assert len(explorer.view.tokens) == widgets.EXPLORER_MAX_TOKENS  # "random A": the explorer's own limit
+    explorer = views.attention_explorer(small_models, text=long_text, max_tokens={"random B": 8})
+    assert len(explorer.view.tokens) == views.EXPLORER_MAX_TOKENS  # "random A": the explorer's own limit
     explorer.model.value = "random B"
     assert len(explorer.view.tokens) == 8 and explorer.view.tokens[-1] == "[SEP]"
     assert explorer.attentions().shape[-1] == 8
     model, tokenizer = small_models["random B"]
-    fig = widgets.plot_all_heads(model, tokenizer, long_text, "random B", max_length=8)
+    fig = views.plot_all_heads(model, tokenizer, long_text, "random B", max_length=8)
     assert "8 tokens" in fig._suptitle.get_text()
     with pytest.raises(ValueError, match="not in `models`"):
-        widgets.attention_explorer(small_models, text=long_text, max_tokens={"missing": 8})
+        views.attention_explorer(small_models, text=long_text, max_tokens={"missing": 8})
     import matplotlib.pyplot as plt
 
     plt.close("all")
 
 
 def test_explorer_stats_on_a_previous_token_head(tokenizer):
-    view = widgets.HeadView("hand-made", 0, 0, ["[CLS]", "a", "b", "[SEP]"], torch.eye(4).roll(1, dims=1).T, {})
-    from mini_bert import attention_stats
-
-    view.stats = {k: float(v) for k, v in attention_stats.head_summary(view.attention, view.tokens).items()}
+    view = views.HeadView("hand-made", 0, 0, ["[CLS]", "a", "b", "[SEP]"], torch.eye(4).roll(1, dims=1).T, {})
+    view.stats = {k: float(v) for k, v in inspection.head_summary(view.attention, view.tokens).items()}
     assert view.stats["previous"] == 1.0 and view.stats["entropy"] == 0.0
-    html = widgets.head_stats_html(view)
+    html = views.head_stats_html(view)
     assert "previous token<br><b>100.0%</b>" in html
 
 
@@ -308,11 +308,11 @@ def test_explorer_static_twins(small_models):
     import matplotlib.pyplot as plt
 
     model, tokenizer = small_models["random A"]
-    fig = widgets.plot_layer_heads(model, tokenizer, EXPLORER_TEXT, layer=1, model_name="random A", columns=2)
+    fig = views.plot_layer_heads(model, tokenizer, EXPLORER_TEXT, layer=1, model_name="random A", columns=2)
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert len(titles) == 4 and titles[0].startswith("head 0  H=")
-    view = widgets.compute_head_view(model, tokenizer, EXPLORER_TEXT, 1, 2, "random A")
-    fig2 = widgets.plot_head_view(view)
+    view = views.compute_head_view(model, tokenizer, EXPLORER_TEXT, 1, 2, "random A")
+    fig2 = views.plot_head_view(view)
     assert "layer 1, head 2" in fig2._suptitle.get_text()
     plt.close("all")
 
@@ -338,7 +338,7 @@ TOKENS = ["[CLS]", "the", "cat", "sat", "[SEP]"]
 
 
 def test_bertviz_model_view_is_sized_for_the_page():
-    page = widgets.bertviz_html("model", _maps(), TOKENS, width=700, min_heads=6)
+    page = views.bertviz_html("model", _maps(), TOKENS, width=700, min_heads=6)
     assert page.startswith('<div class="bertviz-output"')
     # bertviz's own sizing is replaced: a 700-px canvas, thumbnails as for at least 6 heads.
     assert "const DIV_WIDTH = 700;" in page and "const DIV_WIDTH = 970;" not in page
@@ -348,7 +348,7 @@ def test_bertviz_model_view_is_sized_for_the_page():
 
 def test_bertviz_head_view_keeps_rounded_probabilities():
     maps = _maps()
-    page = widgets.bertviz_html("head", maps, TOKENS, sentence_b_start=None, layer=0, heads=[1])
+    page = views.bertviz_html("head", maps, TOKENS, sentence_b_start=None, layer=0, heads=[1])
     assert 'class="bertviz-output"' in page and "const DIV_WIDTH" not in page  # the head view is not resized
     rounded = f"{float(maps[0, 0, 1, 0, 0].double().round(decimals=3)):.3f}".rstrip("0")
     assert rounded in page
@@ -356,6 +356,6 @@ def test_bertviz_head_view_keeps_rounded_probabilities():
 
 def test_bertviz_bad_input_names_the_problem():
     with pytest.raises(ValueError, match=r"\(1, layers, heads, L, L\) with L = len\(tokens\) = 4"):
-        widgets.bertviz_html("model", _maps(), TOKENS[:4])
+        views.bertviz_html("model", _maps(), TOKENS[:4])
     with pytest.raises(ValueError, match="view must be 'head' or 'model'"):
-        widgets.bertviz_html("neuron", _maps(), TOKENS)
+        views.bertviz_html("neuron", _maps(), TOKENS)

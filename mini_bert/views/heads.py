@@ -1,0 +1,315 @@
+"""The attention-head explorer of chapter 9: one head of one model on one sentence.
+
+- `compute_head_view`: run a model on a sentence and take one head's attention and its
+  statistics (inspection.head_summary), as a `HeadView`.
+- `head_stats_html`, `plot_attention_heatmap`, `plot_attention_arcs`, `plot_head_view`: draw it.
+- `plot_layer_heads`, `plot_all_heads`: the static twins for the rendered page (every head of a
+  layer, every head of a model).
+- `AttentionExplorer` / `attention_explorer`: the interactive view (model Dropdown, sentence Text,
+  layer and head IntSliders; the picture goes into an `Output` widget, filled with
+  `append_display_data` so it is saved with the widget state).
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from ..inspection import attention_maps, encode_sentence, head_summary
+from ._common import _escape, _figure_png, _widgets
+
+# The statistics the explorer prints for the chosen head, with their labels.
+HEAD_STAT_LABELS = {"previous": "previous token", "next": "next token", "self": "itself",
+                    "[CLS]": "[CLS]", "[SEP]": "[SEP]", "punctuation": "punctuation"}
+EXPLORER_MAX_TOKENS = 40  # longer sentences are cut, so the heatmap stays readable
+DEFAULT_EXPLORER_TEXT = "The cat sat on the mat because it was tired."
+ARC_THRESHOLD = 0.05  # arcs for weights below this are not drawn (they would only add grey)
+
+
+@dataclass
+class HeadView:
+    """One head on one sentence: the tokens, the head's (L, L) attention and its statistics."""
+
+    model_name: str
+    layer: int
+    head: int
+    tokens: list[str]
+    attention: torch.Tensor  # (L, L), rows = queries, each row sums to 1
+    stats: dict[str, float]  # "entropy", "entropy_normalized" and the shares of inspection.SHARES
+
+
+def compute_head_view(model, tokenizer, text: str, layer: int, head: int, model_name: str = "",
+                      attentions: torch.Tensor | None = None, max_length: int = EXPLORER_MAX_TOKENS) -> HeadView:
+    """Run `model` on [CLS] text [SEP] (cut to max_length tokens) and return the view of (layer, head).
+
+    attentions: the (layers, heads, L, L) maps of this text if already computed (the explorer
+    caches them, so moving the sliders does not rerun the model).
+    """
+    tokens, enc = encode_sentence(tokenizer, text, max_length=max_length)
+    if attentions is None:
+        attentions = attention_maps(model, enc.ids, enc.token_type_ids)[0]
+    attn = attentions[layer, head]
+    summary = head_summary(attn.double(), tokens)
+    return HeadView(model_name, int(layer), int(head), tokens, attn,
+                    {k: float(v) for k, v in summary.items()})
+
+
+def head_stats_html(view: HeadView) -> str:
+    """The head's entropy and where its mass goes, as a small HTML table."""
+    s = view.stats
+    cells = "".join(f"<td style='padding:0 8px'>{_escape(label)}<br><b>{100 * s[k]:.1f}%</b></td>"
+                    for k, label in HEAD_STAT_LABELS.items())
+    return (f"<div><b>{_escape(view.model_name)}</b>, layer {view.layer}, head {view.head}: "
+            f"entropy <b>{s['entropy']:.2f}</b> nats ({100 * s['entropy_normalized']:.0f}% of uniform over "
+            f"{len(view.tokens)} tokens). Share of attention on:</div>"
+            f"<table style='text-align:center'><tr>{cells}</tr></table>")
+
+
+def plot_attention_heatmap(view: HeadView, ax=None, colorbar: bool = False, labels: bool = True,
+                           title: str | None = None, fontsize: float = 8):
+    """The head's attention as a heatmap: rows = the token attending, columns = the token attended to."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 5))
+    image = ax.imshow(view.attention.numpy(), cmap="Blues", vmin=0, vmax=1)
+    L = len(view.tokens)
+    if labels:
+        ax.set_xticks(range(L), view.tokens, rotation=90, fontsize=fontsize)
+        ax.set_yticks(range(L), view.tokens, fontsize=fontsize)
+        ax.set_xlabel("attended to (key)")
+        ax.set_ylabel("attending (query)")
+    else:
+        ax.set_xticks([])
+        ax.set_yticks([])
+    ax.set_title(f"layer {view.layer}, head {view.head}" if title is None else title, fontsize=fontsize + 2)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label="attention weight")
+    return ax
+
+
+def plot_attention_arcs(view: HeadView, ax=None, threshold: float = ARC_THRESHOLD, fontsize: float = 8):
+    """The head's attention as lines from each token (left) to the tokens it attends to (right).
+
+    Line width and opacity follow the weight; weights below `threshold` are not drawn.
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4, 6))
+    L = len(view.tokens)
+    attn = view.attention
+    for i in range(L):
+        for j in range(L):
+            w = float(attn[i, j])
+            if w >= threshold:
+                ax.plot([0, 1], [i, j], color="#1f77b4", alpha=min(1.0, 0.15 + w), linewidth=0.4 + 3 * w)
+    for i, tok in enumerate(view.tokens):
+        ax.text(-0.03, i, tok, ha="right", va="center", fontsize=fontsize, family="monospace")
+        ax.text(1.03, i, tok, ha="left", va="center", fontsize=fontsize, family="monospace")
+    ax.set_xlim(-0.6, 1.6)
+    ax.set_ylim(L - 0.5, -0.5)
+    ax.axis("off")
+    ax.set_title("query → key (weights ≥ %.2f)" % threshold, fontsize=fontsize + 2)
+    return ax
+
+
+def plot_head_view(view: HeadView, figsize=(10, 5.2)):
+    """Heatmap and arcs side by side, with the statistics in the title: the explorer's picture."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=figsize, gridspec_kw={"width_ratios": [1.1, 1]})
+    plot_attention_heatmap(view, ax=left, colorbar=True)
+    plot_attention_arcs(view, ax=right)
+    s = view.stats
+    fig.suptitle(f"{view.model_name}, layer {view.layer}, head {view.head}: entropy {s['entropy']:.2f} nats; "
+                 f"previous {100 * s['previous']:.0f}%, next {100 * s['next']:.0f}%, "
+                 f"self {100 * s['self']:.0f}%, [CLS] {100 * s['[CLS]']:.0f}%, [SEP] {100 * s['[SEP]']:.0f}%",
+                 fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def plot_layer_heads(model, tokenizer, text: str, layer: int, model_name: str = "", columns: int = 6,
+                     size: float = 1.9, attentions: torch.Tensor | None = None,
+                     max_length: int = EXPLORER_MAX_TOKENS):
+    """Static twin of the explorer: every head of `layer` for the same sentence, one small heatmap each."""
+    import matplotlib.pyplot as plt
+
+    tokens, enc = encode_sentence(tokenizer, text, max_length=max_length)
+    if attentions is None:
+        attentions = attention_maps(model, enc.ids, enc.token_type_ids)[0]
+    heads = attentions.shape[1]
+    rows = -(-heads // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(columns * size, rows * (size + 0.25) + 0.4), squeeze=False)
+    for h, ax in enumerate(axes.flat):
+        if h >= heads:
+            ax.axis("off")
+            continue
+        view = compute_head_view(model, tokenizer, text, layer, h, model_name, attentions=attentions,
+                                 max_length=max_length)
+        plot_attention_heatmap(view, ax=ax, labels=False,
+                               title=f"head {h}  H={view.stats['entropy']:.2f}", fontsize=7)
+    fig.suptitle(f"{model_name}: the {heads} heads of layer {layer} ({len(tokens)} tokens; rows attend to columns)",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def plot_all_heads(model, tokenizer, text: str, model_name: str = "", size: float = 1.1,
+                   attentions: torch.Tensor | None = None, max_length: int = EXPLORER_MAX_TOKENS):
+    """Static twin of the explorer for a whole model: one small heatmap per (layer, head).
+
+    Rows are layers (first at the top), columns are heads; each heatmap is one head's attention on
+    [CLS] text [SEP] (cut to max_length tokens; rows attend to columns), on the explorer's colour scale.
+    """
+    import matplotlib.pyplot as plt
+
+    tokens, enc = encode_sentence(tokenizer, text, max_length=max_length)
+    if attentions is None:
+        attentions = attention_maps(model, enc.ids, enc.token_type_ids)[0]
+    layers, heads = attentions.shape[:2]
+    fig, axes = plt.subplots(layers, heads, figsize=(max(heads * size, 3.2) + 0.6, layers * size + 0.6),
+                             squeeze=False)
+    for l in range(layers):
+        for h in range(heads):
+            ax = axes[l, h]
+            ax.imshow(attentions[l, h].numpy(), cmap="Blues", vmin=0, vmax=1)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if l == 0:
+                ax.set_title(f"head {h}", fontsize=8)
+            if h == 0:
+                ax.set_ylabel(f"layer {l}", fontsize=8)
+    fig.suptitle(f"{model_name}: every head ({layers} layers x {heads} heads), {len(tokens)} tokens",
+                 fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _make_explorer_class():
+    """Define AttentionExplorer on first use (ipywidgets is imported lazily)."""
+    w = _widgets()
+
+    class AttentionExplorer(w.VBox):
+        """The attention-head explorer of chapter 9: pick a model, type a sentence, slide layer and head.
+
+        models: {name: (model, tokenizer)}; any mini_bert BertModel or a model with .bert.
+        max_tokens: {name: n} cuts that model's input to n tokens, [CLS] and [SEP] included (for a
+        model trained on short examples only); every model is cut to EXPLORER_MAX_TOKENS anyway.
+        Controls (attributes you can also set from code): model (Dropdown), text (Text), layer and
+        head (IntSlider). Output: `plot` (an Output widget with the heatmap and the arcs),
+        `stats_html` (HTML widget with the entropy and the mass shares), and `view` (the HeadView).
+        """
+
+        def __init__(self, models: dict, text: str = DEFAULT_EXPLORER_TEXT, model: str | None = None,
+                     layer: int = 0, head: int = 0, max_tokens: dict | None = None):
+            if not models:
+                raise ValueError("give at least one model: {name: (model, tokenizer)}")
+            self.models = dict(models)
+            unknown = sorted(set(max_tokens or {}) - set(self.models))
+            if unknown:
+                raise ValueError(f"max_tokens names models that are not in `models`: {unknown}")
+            self.max_tokens = {name: min(EXPLORER_MAX_TOKENS, int((max_tokens or {}).get(name, EXPLORER_MAX_TOKENS)))
+                               for name in self.models}
+            names = list(self.models)
+            wide = {"description_width": "60px"}
+            self.model = w.Dropdown(options=names, value=model or names[0], description="model", style=wide)
+            self.text = w.Text(value=text, description="sentence", continuous_update=False,
+                               layout=w.Layout(width="95%"), style=wide)
+            self.layer = w.IntSlider(value=0, min=0, max=0, description="layer", continuous_update=False,
+                                     style=wide)
+            self.head = w.IntSlider(value=0, min=0, max=0, description="head", continuous_update=False,
+                                    style=wide)
+            self.stats_html = w.HTML()
+            self.plot = w.Output()
+            self.view: HeadView | None = None
+            self.n_model_runs = 0  # how often a model actually ran (the maps are cached per model and text)
+            self._cache: dict[tuple[str, str], torch.Tensor] = {}
+            self._updating = False
+            self._set_ranges()
+            self.layer.value = min(layer, self.layer.max)
+            self.head.value = min(head, self.head.max)
+            super().__init__([self.text, w.HBox([self.model, self.layer, self.head]), self.stats_html, self.plot])
+            self.model.observe(self._on_model, names="value")
+            for control in (self.text, self.layer, self.head):
+                control.observe(self._on_change, names="value")
+            self.update()
+
+        def _set_ranges(self):
+            config = self._encoder_config(self.model.value)
+            self._updating = True
+            try:
+                self.layer.max = config.num_hidden_layers - 1
+                self.head.max = config.num_attention_heads - 1
+            finally:
+                self._updating = False
+
+        def _encoder_config(self, name):
+            model = self.models[name][0]
+            return (model.bert if hasattr(model, "bert") else model).config
+
+        def _on_model(self, change):
+            self._set_ranges()  # a smaller model clamps the sliders
+            self.update()
+
+        def _on_change(self, change):
+            if not self._updating:
+                self.update()
+
+        def attentions(self) -> torch.Tensor:
+            """(layers, heads, L, L) for the current model and text (computed once, then cached)."""
+            key = (self.model.value, self.text.value)
+            if key not in self._cache:
+                model, tokenizer = self.models[self.model.value]
+                _, enc = encode_sentence(tokenizer, self.text.value, max_length=self.max_tokens[self.model.value])
+                self._cache = {key: attention_maps(model, enc.ids, enc.token_type_ids)[0]}
+                self.n_model_runs += 1
+            return self._cache[key]
+
+        def update(self) -> None:
+            """Recompute the view for the current settings and redraw."""
+            if not self.text.value.strip():
+                self.view = None
+                self.stats_html.value = "<i>Type a sentence above.</i>"
+                self.plot.outputs = ()
+                return
+            model, tokenizer = self.models[self.model.value]
+            self.view = compute_head_view(model, tokenizer, self.text.value, self.layer.value, self.head.value,
+                                          self.model.value, attentions=self.attentions(),
+                                          max_length=self.max_tokens[self.model.value])
+            self.stats_html.value = head_stats_html(self.view)
+            # Set the Output widget's content directly (not `with self.plot:`), so that it works the
+            # same in Jupyter, Colab, nbclient and plain Python, and is saved with the widget state.
+            from IPython.display import Image
+
+            png = _figure_png(plot_head_view(self.view))
+            self.plot.outputs = ()
+            self.plot.append_display_data(Image(data=png, format="png"))
+
+        def __repr__(self) -> str:  # short and deterministic (notebooks store it as text/plain)
+            return (f"AttentionExplorer(model={self.model.value!r}, layer={self.layer.value}, "
+                    f"head={self.head.value}, tokens={len(self.view.tokens) if self.view else 0})")
+
+    return AttentionExplorer
+
+
+@functools.lru_cache(maxsize=1)
+def _explorer_class():
+    return _make_explorer_class()
+
+
+def attention_explorer(models: dict, text: str = DEFAULT_EXPLORER_TEXT, **settings):
+    """Build the chapter 9 attention-head explorer (an ipywidgets VBox); display it as a cell's last value.
+
+    models: {name: (model, tokenizer)}; settings: model (a name), layer, head, max_tokens ({name: n}).
+    """
+    return _explorer_class()(models, text, **settings)
+
+
+def __getattr__(name):
+    # `from mini_bert.views.heads import AttentionExplorer` works, and still imports ipywidgets lazily.
+    if name == "AttentionExplorer":
+        return _explorer_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
