@@ -51,7 +51,9 @@ notebooks-portable: artifacts
 book-strict: install
 	rm -rf _build
 	$(BIN)/jupyter-book build -W -n --keep-going .
-	# What the rendered pages must contain (widget state, bertviz output), now that they exist.
+	# What the rendered pages must contain (widget state, bertviz output, figures, glued numbers), now
+	# that they exist, and, in a headless Chromium (.ci/run installs it): every page loads without a
+	# JavaScript error, the kernel-free views respond to their controls, solutions stay hidden until clicked.
 	$(BIN)/python -m pytest tests/test_rendering.py
 
 benchmarks-smoke: install

@@ -20,7 +20,7 @@ from mini_bert.checkpoint import (
 )
 from mini_bert.tokenization import WordPieceTokenizer
 
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+from conftest import TINY
 
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mini_bert import BertConfig, BertForPreTraining
 from mini_bert.batches import PretrainingData
-from mini_bert.data import load_corpus
 from mini_bert.evaluation import evaluate_mlm
 from mini_bert.heldout import (
     heldout_data,
@@ -17,25 +15,8 @@ from mini_bert.heldout import (
     sentence_probe_batches,
 )
 from mini_bert.recipe import Recipe
-from mini_bert.tokenization import train_wordpiece
+from conftest import TINY
 
-TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
-
-
-@pytest.fixture(scope="module")
-def docs():
-    return load_corpus("train")[:100], load_corpus("validation")[:30]
-
-
-@pytest.fixture(scope="module")
-def tokenizer(docs):
-    return train_wordpiece([s for d in docs[0] for s in d.sentences], 300, method="count")
-
-
-@pytest.fixture(scope="module")
-def model(tokenizer):
-    torch.manual_seed(0)
-    return BertForPreTraining(BertConfig(vocab_size=tokenizer.vocab_size, **TINY)).eval()
 
 
 def test_most_frequent_token_is_a_normal_token(tokenizer, docs):

@@ -1,42 +1,92 @@
-"""The built book (_build/html) keeps what the kernel-less page needs: widget state and bertviz.
+"""The built book (_build/html) in a real browser: pages, views, figures, glued numbers, solutions.
 
-These tests read the HTML that `jupyter-book build` writes; they do not build the book (a build
+Most tests read the HTML that `jupyter-book build` writes; they do not build the book (a build
 takes minutes and `make test` builds it anyway, after the unit tests). So they run AFTER the build:
 
     .venv/bin/jupyter-book build -W -n --keep-going .
     .venv/bin/python -m pytest tests/test_rendering.py
 
-When the page of a chapter is missing, or older than its notebook (a stale build), the tests are
-skipped and say so. The screenshot test needs a headless Chromium at /usr/bin/chromium and is
-skipped without one. Set RENDERING_SCREENSHOT_DIR to keep the screenshot.
+When the page of a chapter is missing, or older than its notebook (a stale build), its tests are
+skipped and say so.
+
+The browser tests drive a headless Chromium through the Chrome DevTools Protocol over a pipe
+(`--remote-debugging-pipe`: JSON messages on file descriptors 3 and 4, standard library only). They
+need Chromium (`apt-get install -y chromium`; `.ci/run` installs it when missing) and are skipped,
+saying so, without one. The browser resolves no host name: pages load from the disk only, as an
+offline reader would open them, so the tests do not depend on a network or a CDN. Set
+RENDERING_ONLINE=1 to let it reach the network (then no JavaScript error is excused at all), and
+RENDERING_SCREENSHOT_DIR to keep the screenshots.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
+import select
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-HTML = ROOT / "_build" / "html" / "chapters"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"]
+BUILD = ROOT / "_build" / "html"
+HTML = BUILD / "chapters"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+ONLINE = os.environ.get("RENDERING_ONLINE") == "1"
 
 
-def page(stem: str) -> str:
-    """The built page of chapter `stem`, or skip (with the reason) if it is missing or stale."""
-    html, notebook = HTML / f"{stem}.html", ROOT / "chapters" / f"{stem}.ipynb"
+def _find_chromium() -> Path | None:
+    for candidate in (os.environ.get("RENDERING_CHROMIUM"), "/usr/bin/chromium", shutil.which("chromium"),
+                      shutil.which("chromium-browser"), shutil.which("google-chrome")):
+        if candidate and Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+CHROMIUM = _find_chromium()
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+                  "--disable-default-apps", "--mute-audio"]
+if not ONLINE:
+    CHROMIUM_FLAGS.append("--host-resolver-rules=MAP * ~NOTFOUND")  # no network: file:// only
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="browser tests skipped: no Chromium installed (looked for /usr/bin/chromium, "
+                             "chromium, chromium-browser, google-chrome); install it: apt-get install -y chromium")
+
+
+def _toc_pages() -> list[str]:
+    """Every page of the book, in _toc.yml order, as paths without suffix ("intro", "chapters/01_...")."""
+    return re.findall(r"^\s*(?:root|- file):\s*(\S+)\s*$", (ROOT / "_toc.yml").read_text(), flags=re.M)
+
+
+PAGES = _toc_pages()
+CHAPTERS = [p for p in PAGES if p.startswith("chapters/")]
+
+
+def built(path: str) -> Path:
+    """The built page of `path` ("chapters/06_masked_lm"), or skip if it is missing or stale."""
+    html = BUILD / f"{path}.html"
+    sources = [ROOT / f"{path}{suffix}" for suffix in (".ipynb", ".md")]
     if not html.is_file():
         pytest.skip(f"{html.relative_to(ROOT)} is missing: build the book first "
                     "(jupyter-book build -W -n --keep-going .), then run these tests")
-    if notebook.is_file() and html.stat().st_mtime < notebook.stat().st_mtime:
-        pytest.skip(f"{html.relative_to(ROOT)} is older than {notebook.relative_to(ROOT)}: rebuild the book")
-    return html.read_text(encoding="utf-8")
+    for source in sources:
+        if source.is_file() and html.stat().st_mtime < source.stat().st_mtime:
+            pytest.skip(f"{html.relative_to(ROOT)} is older than {source.relative_to(ROOT)}: rebuild the book")
+    return html
+
+
+def page(stem: str) -> str:
+    """The built HTML of chapter `stem`, or skip (with the reason) if it is missing or stale."""
+    return built(f"chapters/{stem}").read_text(encoding="utf-8")
+
+
+# ============================================================================================
+# The built HTML, read as text
+# ============================================================================================
 
 
 @pytest.mark.parametrize("stem", ["06_masked_lm", "09_inside_the_model"])
@@ -75,7 +125,488 @@ def test_chapter_8_keeps_its_tables_and_figures():
     assert "{glue:" not in text  # every glued number was filled in
 
 
-@pytest.mark.skipif(not CHROMIUM.exists(), reason="no headless Chromium at /usr/bin/chromium")
+def _notebook(stem: str) -> dict:
+    return json.loads((ROOT / "chapters" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+
+
+def _glue_roles(stem: str) -> int:
+    return sum(len(re.findall(r"\{glue(?::\w+)?\}`", "".join(cell["source"])))
+               for cell in _notebook(stem)["cells"] if cell["cell_type"] == "markdown")
+
+
+def _figures(stem: str) -> int:
+    """The image outputs of the notebook that its page shows (not in a removed cell or output)."""
+    return sum(any(key.startswith("image/") for key in output.get("data", {}))
+               for cell in _notebook(stem)["cells"] if cell["cell_type"] == "code"
+               and not {"remove-cell", "remove-output"} & set(cell.get("metadata", {}).get("tags", []))
+               for output in cell.get("outputs", []))
+
+
+@pytest.mark.parametrize("stem", [p.split("/", 1)[1] for p in CHAPTERS])
+def test_every_figure_and_glued_number_is_on_the_page(stem):
+    text = page(stem)
+    # myst-nb replaces each {glue:text}`key` role of the prose with <span class="pasted-text">; a
+    # key with no value leaves no span (and a warning, which -W turns into a failed build).
+    pasted = re.findall(r'<span class="pasted-(?:text|inline)">(.*?)</span>', text)
+    assert len(pasted) == _glue_roles(stem), f"{len(pasted)} glued values on the page, {_glue_roles(stem)} glue roles in the notebook"
+    assert all(value.strip() for value in pasted) and "{glue" not in text
+    # Every figure the notebook saved is an image file of the build (the browser test loads them).
+    shown = len(re.findall(r'<img [^>]*src="\.\./_images/', text))
+    assert shown == _figures(stem), f"{shown} figures on the page, {_figures(stem)} in the notebook's outputs"
+
+
+# ============================================================================================
+# A headless Chromium, driven over the DevTools protocol
+# ============================================================================================
+
+
+class Chromium:
+    """A headless Chromium and the DevTools protocol over a pipe: commands in, replies and events out.
+
+    Chromium reads NUL-terminated JSON commands on its file descriptor 3 and writes replies and
+    events on 4 (--remote-debugging-pipe). `open(url)` gives a Tab: a page attached in flat mode.
+    """
+
+    def __init__(self, binary: Path, profile: Path, timeout: float = 60):
+        commands_r, commands_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        self.log = open(profile.parent / "chromium-stderr.log", "wb")
+        flags = [*CHROMIUM_FLAGS, "--remote-debugging-pipe", f"--user-data-dir={profile}", "--window-size=1280,900"]
+        # bash puts our pipe ends on fds 3 and 4, where Chromium expects them (dash's redirections
+        # take one-digit fds only, and ours may be higher).
+        self.process = subprocess.Popen(
+            ["bash", "-c", f'exec "$0" "$@" 3<&{commands_r} 4>&{replies_w}', str(binary), *flags, "about:blank"],
+            pass_fds=(commands_r, replies_w), stdin=subprocess.DEVNULL, stdout=self.log, stderr=self.log)
+        os.close(commands_r)
+        os.close(replies_w)
+        self._out, self._in = commands_w, replies_r
+        self._buffer, self._next_id, self.events, self.timeout = b"", 0, [], timeout
+
+    def _receive(self, deadline: float) -> dict:
+        while b"\0" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no message from Chromium in time")
+            if select.select([self._in], [], [], left)[0]:
+                chunk = os.read(self._in, 1 << 20)
+                if not chunk:
+                    self.log.flush()
+                    tail = (self.log.name and Path(self.log.name).read_bytes()[-3000:].decode(errors="replace"))
+                    raise RuntimeError(f"Chromium exited (code {self.process.poll()}): {tail}")
+                self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None) -> dict:
+        self._next_id += 1
+        message = {"id": self._next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = session
+        os.write(self._out, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + self.timeout
+        while True:
+            reply = self._receive(deadline)
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return reply.get("result", {})
+            self.events.append(reply)
+
+    def wait_for(self, method: str, session: str, timeout: float = 30) -> dict:
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, event in enumerate(self.events):
+                if event.get("method") == method and event.get("sessionId") == session:
+                    return self.events.pop(i)
+            self.events.append(self._receive(deadline))
+
+    def pump(self, seconds: float) -> None:
+        """Collect events for `seconds` (late errors, timers)."""
+        deadline = time.monotonic() + seconds
+        try:
+            while True:
+                self.events.append(self._receive(deadline))
+        except TimeoutError:
+            pass
+
+    def open(self, url: str, settle: float = 0.3) -> "Tab":
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        tab = Tab(self, target, session)
+        for domain in ("Runtime.enable", "Log.enable", "Page.enable"):
+            self.send(domain, session=session)
+        self.send("Page.navigate", {"url": url}, session=session)
+        self.wait_for("Page.loadEventFired", session)
+        self.pump(settle)
+        return tab
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close")
+        except (RuntimeError, TimeoutError, OSError):
+            pass
+        try:
+            self.process.wait(15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        os.close(self._out)
+        os.close(self._in)
+        self.log.close()
+
+
+class Tab:
+    """One page in the browser: evaluate JavaScript in it, and read what went wrong while it ran."""
+
+    def __init__(self, browser: Chromium, target: str, session: str):
+        self.browser, self.target, self.session = browser, target, session
+
+    def eval(self, expression: str):
+        """The value of a JavaScript expression (JSON-serialisable), awaited if it is a promise."""
+        result = self.browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                        "awaitPromise": True}, session=self.session)
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression[:200]}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def _events(self, method: str) -> list[dict]:
+        self.browser.pump(0.05)
+        return [e["params"] for e in self.browser.events if e.get("sessionId") == self.session and e.get("method") == method]
+
+    def exceptions(self) -> list[str]:
+        """The uncaught JavaScript exceptions of the page so far: "message (url:line)"."""
+        out = []
+        for params in self._events("Runtime.exceptionThrown"):
+            d = params["exceptionDetails"]
+            message = (d.get("exception") or {}).get("description") or d.get("text", "")
+            out.append(f"{message.splitlines()[0] if message else d.get('text')} ({d.get('url', '')}:{d.get('lineNumber', 0) + 1})")
+        return out
+
+    def failed_loads(self) -> list[str]:
+        """Resources the page could not load: "url: why"."""
+        return [f"{p['entry'].get('url', '')}: {p['entry']['text']}" for p in self._events("Log.entryAdded")
+                if p["entry"]["source"] == "network" and p["entry"]["level"] == "error"]
+
+    def close(self) -> None:
+        self.browser.send("Target.closeTarget", {"targetId": self.target})
+        self.browser.events = [e for e in self.browser.events if e.get("sessionId") != self.session]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    if CHROMIUM is None:  # pragma: no cover - the tests that use it are skipped first
+        pytest.skip("no Chromium")
+    chromium = Chromium(CHROMIUM, tmp_path_factory.mktemp("chromium") / "profile")
+    yield chromium
+    chromium.close()
+
+
+# Exceptions a page may throw only because it is read offline: bertviz's views (chapter 9) load
+# require.js, jQuery and d3 from CDNs, which the online book may keep doing; without a network
+# `require` is never defined. Everything else (and everything, with RENDERING_ONLINE=1) is an error.
+_CDN_EXCEPTIONS = re.compile(r"^ReferenceError: (require|requirejs|define) is not defined\b")
+
+
+def _unexcused(tab: Tab) -> list[str]:
+    exceptions = tab.exceptions()
+    cdn_missing = any(re.match(r"https?://", load) for load in tab.failed_loads())
+    if ONLINE or not cdn_missing:
+        return exceptions
+    return [e for e in exceptions if not _CDN_EXCEPTIONS.match(e)]
+
+
+# The state of every kernel-free view on the page (mini_bert.views: data-mbv attributes).
+_VIEWS_JS = """Array.from(document.querySelectorAll('.mini-bert-view')).map(v => ({
+  id: v.id, kind: v.className.match(/mini-bert-(masking|heads)/)[1], ready: v.getAttribute('data-mbv-ready') === '1',
+  status: !!v.querySelector('[data-mbv=status]'), setting: v.getAttribute('data-mbv-setting'),
+  drawing: (v.querySelector('[data-mbv=tokens]') || v.querySelector('[data-mbv=drawing]')).innerHTML,
+  text: v.innerText}))"""
+
+
+def _set(tab: Tab, view_id: str, control: str, value) -> None:
+    """Change a control of a view as a reader would: set its value, then fire input and change."""
+    tab.eval(f"""(() => {{ const c = document.getElementById({json.dumps(view_id)}).querySelector('[data-mbv={control}]');
+      c.value = {json.dumps(str(value))}; c.dispatchEvent(new Event('input', {{bubbles: true}}));
+      c.dispatchEvent(new Event('change', {{bubbles: true}})); return c.value; }})()""")
+
+
+def _move(tab: Tab, view_id: str, control: str) -> bool:
+    """Set a control (a <select> or a range slider) to another of its values; False if it has one only."""
+    current, count = tab.eval(f"""(() => {{ const c = document.getElementById({json.dumps(view_id)})
+      .querySelector('[data-mbv={control}]');
+      return [parseInt(c.value, 10), c.options ? c.options.length : parseInt(c.max, 10) + 1]; }})()""")
+    if count < 2:
+        return False
+    _set(tab, view_id, control, (current + 1) % count)
+    return True
+
+
+def _view(tab: Tab, view_id: str) -> dict:
+    return next(v for v in tab.eval(_VIEWS_JS) if v["id"] == view_id)
+
+
+def _shown_tokens(tab: Tab, view_id: str) -> list[str]:
+    """What the masking view draws: the top line of every token box."""
+    return tab.eval(f"""Array.from(document.getElementById({json.dumps(view_id)})
+      .querySelectorAll('[data-mbv=tokens] > span')).map(s => s.firstChild.textContent)""")
+
+
+def _exercise_masking_view(tab: Tab, view_id: str) -> None:
+    """Move every control of a masking view and check that the drawing follows."""
+    before = _view(tab, view_id)
+    assert before["ready"] and not before["status"]
+    seen = {before["drawing"]}
+    for control in ("seed", "ratio", "split", "mode", "sentence"):
+        if not _move(tab, view_id, control):
+            continue
+        after = _view(tab, view_id)
+        assert after["setting"] != before["setting"], f"{control} did not change the setting"
+        if control in ("ratio", "sentence"):  # another number of targets; other tokens
+            assert after["drawing"] != before["drawing"], f"{control} did not change the drawing"
+        seen.add(after["drawing"])
+        before = after
+    assert len(seen) >= 3, "the drawing did not follow the controls"
+
+
+def _exercise_head_view(tab: Tab, view_id: str) -> None:
+    """Move the layer and head of a head explorer, click a head in its overview, switch the model."""
+    before = _view(tab, view_id)
+    assert before["ready"] and not before["status"] and "<svg" in before["drawing"]
+    drawings = {before["drawing"]}
+    for control in ("layer", "head"):
+        assert _move(tab, view_id, control), f"the model has one {control} only"
+        drawings.add(_view(tab, view_id)["drawing"])
+    assert len(drawings) == 3, "the heatmap did not change with the layer and the head"
+    # Click the first head of the overview: the layer and head controls follow.
+    tab.eval(f"document.getElementById({json.dumps(view_id)}).querySelector('[data-mbv-layer=\"0\"][data-mbv-head=\"0\"]').click()")
+    after = _view(tab, view_id)
+    assert after["setting"].split(",")[2:4] == ["0", "0"] and "layer 0, head 0" in after["text"]
+    for control in ("stat", "text", "model"):
+        if _move(tab, view_id, control):
+            now = _view(tab, view_id)
+            assert now["setting"] != after["setting"], f"{control} did not change the setting"
+            after = now
+
+
+# ============================================================================================
+# The kernel-free views on a page of their own (always: needs Chromium, not the built book)
+# ============================================================================================
+
+
+@pytest.fixture(scope="module")
+def standalone(tmp_path_factory):
+    """A page with two masking explorers and two head explorers over a small vocabulary and two small
+    random models, and what Python computed for them."""
+    import torch
+
+    from mini_bert import views
+    from mini_bert.config import BertConfig
+    from mini_bert.model import BertForPreTraining, BertModel
+    from mini_bert.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
+
+    words = ("the print ##ing press is a machine that transfer ##s in ##k onto paper by apply pressure "
+             "un ##believ ##able . , < > &").split()
+    tokenizer = WordPieceTokenizer([*SPECIAL_TOKENS, *words, *[f"w{i}" for i in range(200)]])
+    texts = ["the printing press is a machine that transfers ink onto paper by applying pressure",
+             "unbelievable , the press < paper & ink ."]
+
+    def config(layers, heads):
+        return BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=8 * heads, num_hidden_layers=layers,
+                          num_attention_heads=heads, intermediate_size=32, max_position_embeddings=64)
+
+    torch.manual_seed(0)
+    models = {"random A": (BertModel(config(3, 4)).eval(), tokenizer),
+              "random B": (BertForPreTraining(config(2, 2)).eval(), tokenizer)}
+    masking = [views.kernel_free_masking_explorer(tokenizer, texts, seeds=(0, 1, 2)) for _ in range(2)]
+    heads = [views.kernel_free_head_explorer(models, texts, layer=1, head=2) for _ in range(2)]
+    path = tmp_path_factory.mktemp("standalone") / "views.html"
+    path.write_text("<!doctype html><html><head><meta charset='utf-8'><title>views</title></head><body>"
+                    + "".join(v.html for v in (masking[0], heads[0], masking[1], heads[1])) + "</body></html>",
+                    encoding="utf-8")
+    return {"path": path, "masking": masking, "heads": heads, "tokenizer": tokenizer, "texts": texts, "models": models}
+
+
+@needs_chromium
+def test_kernel_free_views_run_offline_on_a_page_of_their_own(browser, standalone):
+    tab = browser.open(standalone["path"].as_uri())
+    try:
+        found = tab.eval(_VIEWS_JS)
+        assert [v["id"] for v in found] == [v.element_id for v in (standalone["masking"][0], standalone["heads"][0],
+                                                                   standalone["masking"][1], standalone["heads"][1])]
+        assert all(v["ready"] and not v["status"] for v in found), found
+        assert tab.exceptions() == [] and tab.failed_loads() == []
+    finally:
+        tab.close()
+
+
+@needs_chromium
+def test_kernel_free_masking_view_draws_what_the_package_computes(browser, standalone):
+    from mini_bert.masking import MaskingConfig
+    from mini_bert.views import mask_text, masking_summary
+
+    first, second = (v.element_id for v in standalone["masking"])
+    tokenizer, texts = standalone["tokenizer"], standalone["texts"]
+    tab = browser.open(standalone["path"].as_uri())
+    try:
+        untouched = _view(tab, second)
+        for (sentence, mode, ratio, split, seed), config in [
+            ((0, 0, 0, 0, 0), MaskingConfig()),
+            ((0, 0, 2, 0, 1), MaskingConfig(ratio=0.4)),
+            ((1, 1, 1, 1, 2), MaskingConfig(ratio=0.25, mask_share=1.0, random_share=0.0, keep_share=0.0,
+                                            mode="whole_word")),
+            ((1, 2, 2, 3, 0), MaskingConfig(ratio=0.4, mask_share=0.8, random_share=0.0, keep_share=0.2, mode="span")),
+        ]:
+            for control, value in (("sentence", sentence), ("mode", mode), ("ratio", ratio), ("split", split),
+                                   ("seed", seed)):
+                _set(tab, first, control, value)
+            expected = mask_text(texts[sentence], tokenizer, config, seed=seed)
+            assert _shown_tokens(tab, first) == expected.shown
+            assert masking_summary(expected) in _view(tab, first)["text"]
+        _exercise_masking_view(tab, first)
+        assert _view(tab, second) == untouched  # the other copy on the page did not move
+        assert tab.exceptions() == []
+    finally:
+        tab.close()
+
+
+@needs_chromium
+def test_kernel_free_head_view_draws_what_the_package_computes(browser, standalone):
+    first, second = (v.element_id for v in standalone["heads"])
+    data = standalone["heads"][0].data
+    tab = browser.open(standalone["path"].as_uri())
+    try:
+        untouched = _view(tab, second)
+        view = _view(tab, first)
+        model = data["models"][0]
+        stats = model["sentences"][0]["stats"]
+        h = 1 * model["heads"] + 2  # it opens on layer 1, head 2
+        assert view["setting"] == "0,0,1,2,1" and "random A, layer 1, head 2" in view["text"]
+        assert f"entropy {stats['entropy'][h]:.2f} nats" in view["text"]
+        assert f"{100 * stats['previous'][h]:.1f}%" in view["text"]
+        L = len(model["sentences"][0]["tokens"])
+        assert view["drawing"].count("<rect") == L * L + 1  # one cell per weight, and the frame
+        _exercise_head_view(tab, first)
+        # Switching to the smaller model clamps layer and head to its 2 x 2 heads.
+        _set(tab, first, "model", 0)
+        _set(tab, first, "layer", 2)
+        _set(tab, first, "head", 3)
+        _set(tab, first, "model", 1)
+        assert _view(tab, first)["setting"].split(",")[:4] == ["1", "1", "1", "1"]
+        assert _view(tab, second) == untouched
+        assert tab.exceptions() == []
+    finally:
+        tab.close()
+
+
+# How notebook front ends run an HTML output's scripts. JupyterLab, Notebook 7 and VS Code set the
+# output's HTML, then replace each <script> with a fresh copy in place (which runs it); the classic
+# notebook (jQuery) runs each script's text in a temporary <script> in <head> while the output is
+# still detached, and attaches the output afterwards. Colab runs an output in an iframe of its own,
+# as a page (the case of the tests above).
+_INSERT_LIKE_JUPYTERLAB = """(html) => { const out = document.createElement('div'); document.body.appendChild(out);
+  out.innerHTML = html;
+  for (const old of Array.from(out.querySelectorAll('script'))) {
+    const fresh = document.createElement('script'); fresh.textContent = old.textContent; old.replaceWith(fresh); } }"""
+_INSERT_LIKE_CLASSIC_NOTEBOOK = """(html) => { const out = document.createElement('div'); out.innerHTML = html;
+  for (const old of Array.from(out.querySelectorAll('script'))) {
+    const run = document.createElement('script'); run.textContent = old.textContent;
+    document.head.appendChild(run); document.head.removeChild(run); }
+  return new Promise(done => setTimeout(() => { document.body.appendChild(out); done(); }, 20)); }"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("front_end", ["jupyterlab", "classic notebook"])
+def test_kernel_free_views_start_in_notebook_front_ends(browser, standalone, tmp_path, front_end):
+    blank = tmp_path / "blank.html"
+    blank.write_text("<!doctype html><html><head><meta charset='utf-8'></head><body></body></html>", encoding="utf-8")
+    insert = _INSERT_LIKE_JUPYTERLAB if front_end == "jupyterlab" else _INSERT_LIKE_CLASSIC_NOTEBOOK
+    tab = browser.open(blank.as_uri())
+    try:
+        for view in (standalone["masking"][0], standalone["heads"][0]):
+            tab.eval(f"({insert})({json.dumps(view.html)})")
+        browser.pump(0.3)
+        found = tab.eval(_VIEWS_JS)
+        assert [v["id"] for v in found] == [standalone["masking"][0].element_id, standalone["heads"][0].element_id]
+        assert all(v["ready"] and not v["status"] for v in found), found
+        _exercise_masking_view(tab, found[0]["id"])
+        _exercise_head_view(tab, found[1]["id"])
+        assert tab.exceptions() == []
+    finally:
+        tab.close()
+
+
+# ============================================================================================
+# The built book in the browser
+# ============================================================================================
+
+
+@needs_chromium
+@pytest.mark.parametrize("path", PAGES)
+def test_page_loads_without_javascript_errors(browser, path):
+    html = built(path)
+    tab = browser.open(html.as_uri())
+    try:
+        errors = _unexcused(tab)
+        assert not errors, f"JavaScript errors on {path}: {errors}"
+        local = [f for f in tab.failed_loads() if f.startswith("file:")]
+        assert not local, f"{path} links to files that are not in the build: {local}"
+        # Every figure of the page loaded (a broken image has no natural width).
+        broken = tab.eval("Array.from(document.images).filter(i => i.src.startsWith('file:') && "
+                          "!(i.complete && i.naturalWidth > 0)).map(i => i.src)")
+        assert not broken, f"images that did not load on {path}: {broken}"
+    finally:
+        tab.close()
+
+
+@needs_chromium
+@pytest.mark.parametrize("path", PAGES)
+def test_solutions_are_hidden_until_clicked(browser, path):
+    html = built(path)
+    if 'class="solution' not in html.read_text(encoding="utf-8"):
+        pytest.skip(f"{path} has no solutions")
+    tab = browser.open(html.as_uri())
+    try:
+        visible = ("Array.from(document.querySelectorAll('.solution')).map(s => "
+                   "Array.from(s.children).filter(c => !c.classList.contains('admonition-title'))"
+                   ".some(c => c.getClientRects().length > 0 && c.offsetHeight > 0))")
+        shown = tab.eval(visible)
+        assert shown and not any(shown), f"solutions shown before a click on {path}: {shown}"
+        tab.eval("document.querySelectorAll('.solution')[0].querySelector('.admonition-title').click()")
+        shown = tab.eval(visible)
+        assert shown[0] and not any(shown[1:]), f"a click showed {shown}"
+    finally:
+        tab.close()
+
+
+def _saved_kernel_free_views(stem: str) -> int:
+    """How many kernel-free views the notebook's saved outputs hold (they appear on its page)."""
+    notebook = _notebook(stem)
+    sources = "".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code")
+    assert "kernel_free_" in sources, f"chapter {stem} shows no kernel-free view"
+    return sum("".join(o.get("data", {}).get("text/html", "")).count('class="mini-bert-view ')
+               for c in notebook["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []))
+
+
+@needs_chromium
+@pytest.mark.parametrize("stem, kind", [("06_masked_lm", "masking"), ("09_inside_the_model", "heads")])
+def test_kernel_free_views_respond_in_the_book(browser, stem, kind):
+    html = built(f"chapters/{stem}")
+    saved = _saved_kernel_free_views(stem)
+    if not saved:
+        pytest.skip(f"chapters/{stem}.ipynb has no saved output of its kernel-free view yet: re-execute the "
+                    "notebook (the views were tested on a page of their own)")
+    tab = browser.open(html.as_uri())
+    try:
+        found = [v for v in tab.eval(_VIEWS_JS) if v["kind"] == kind]
+        assert len(found) == saved and all(v["ready"] and not v["status"] for v in found), found
+        for view in found:
+            (_exercise_masking_view if kind == "masking" else _exercise_head_view)(tab, view["id"])
+        assert _unexcused(tab) == []
+    finally:
+        tab.close()
+
+
+@needs_chromium
 @pytest.mark.parametrize("stem", ["08_pretraining", "09_inside_the_model"])
 def test_chapter_screenshot(stem, tmp_path):
     page(stem)  # skips when the build is missing or stale

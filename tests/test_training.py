@@ -14,7 +14,7 @@ from mini_bert.loop import lr_factor, make_optimizer
 from mini_bert.pretraining import pretrain
 from mini_bert.recipe import Budget, Recipe, parse_budget
 
-TINY_MODEL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+from conftest import TINY as TINY_MODEL
 
 
 

@@ -359,3 +359,145 @@ def test_bertviz_bad_input_names_the_problem():
         views.bertviz_html("model", _maps(), TOKENS[:4])
     with pytest.raises(ValueError, match="view must be 'head' or 'model'"):
         views.bertviz_html("neuron", _maps(), TOKENS)
+
+
+# ============================================================================================
+# Kernel-free views: the data they embed is what the package computes, and the page needs nothing
+# from outside (the browser tests in test_rendering.py drive them in Chromium)
+# ============================================================================================
+
+TEXTS = [TEXT, "unbelievable paper is a print", "the machine is < the press & the ink"]
+
+
+def embedded_data(view):
+    """The data as the page's script reads it: the JSON literal after `var D = `, parsed back."""
+    import json
+
+    line = next(line for line in view.html.splitlines() if line.startswith("var D = "))
+    return json.loads(line[len("var D = "):].rstrip(";"))
+
+
+def assert_self_contained(html):
+    assert "http://" not in html and "https://" not in html  # no CDN, no network
+    assert "require(" not in html and "requirejs" not in html and "define(" not in html
+    assert "<script src" not in html and html.count("<script>") == 1
+    assert html.startswith("<div id=") and html.endswith("</script></div>")  # one self-contained <div>
+
+
+@pytest.fixture(scope="module")
+def masking_view(tokenizer):
+    return views.kernel_free_masking_explorer(tokenizer, TEXTS, seeds=(0, 1, 2))
+
+
+def test_kernel_free_masking_embeds_what_mask_tokens_computes(masking_view, tokenizer):
+    data = embedded_data(masking_view)
+    assert data == masking_view.data
+    assert data["ratios"] == [0.15, 0.25, 0.4] and data["seeds"] == [0, 1, 2]
+    assert data["modes"] == ["token", "whole_word", "span"] and data["splits"][0] == [0.8, 0.1, 0.1]
+    special = SpecialTokens.from_tokenizer(tokenizer)
+    from mini_bert.masking import continuation_table
+
+    continuation = continuation_table(tokenizer.ids_to_tokens)
+    R, P, K = len(data["ratios"]), len(data["splits"]), len(data["seeds"])
+    checked = 0
+    for s, text in enumerate(TEXTS):
+        ids = torch.tensor([tokenizer.cls_id, *tokenizer.encode(text), tokenizer.sep_id])
+        assert data["sentences"][s]["tokens"] == [tokenizer.ids_to_tokens[i] for i in ids.tolist()]
+        for m, mode in enumerate(data["modes"]):
+            for r, ratio in enumerate(data["ratios"]):
+                for p, (mask_share, random_share, keep_share) in enumerate(data["splits"]):
+                    for k, seed in enumerate(data["seeds"]):
+                        config = MaskingConfig(ratio=ratio, mask_share=mask_share, random_share=random_share,
+                                               keep_share=keep_share, mode=mode)
+                        expected = mask_tokens(ids, special, config, generator=torch.Generator().manual_seed(seed),
+                                               is_continuation=continuation[ids])
+                        outcome = data["sentences"][s]["grid"][((m * R + r) * P + p) * K + k]
+                        categories, shown = views.masking.decode_masking_outcome(data["sentences"][s]["tokens"], outcome)
+                        assert categories == expected.categories.tolist()
+                        assert shown == [tokenizer.ids_to_tokens[i] for i in expected.input_ids.tolist()]
+                        checked += 1
+    assert checked == len(TEXTS) * 3 * 3 * 4 * 3
+
+
+def test_kernel_free_masking_opens_on_the_widget_view(masking_view, tokenizer):
+    # Before its script runs (or where scripts do not run) the view shows the opening setting,
+    # drawn like the widget draws it: the same boxes and counts as mask_text at ratio 0.15, seed 0.
+    result = views.mask_text(TEXT, tokenizer, MaskingConfig(), seed=0)
+    assert [b[0] for b in boxes(masking_view.html)] == [views.masking._escape(t) for t in result.shown]
+    assert views.masking_summary(result) in masking_view.html
+    other = views.kernel_free_masking_explorer(tokenizer, TEXTS, seeds=(0, 1, 2), ratio=0.4, seed=2, text=1,
+                                               mode="whole_word", split=(1, 0, 0))
+    result = views.mask_text(TEXTS[1], tokenizer, MaskingConfig(ratio=0.4, mask_share=1.0, random_share=0.0,
+                                                                 keep_share=0.0, mode="whole_word"), seed=2)
+    assert views.masking_summary(result) in other.html
+    for name, value in (("ratio", 0.3), ("seed", 7), ("mode", "spans"), ("split", (0.5, 0.5, 0)), ("text", 3)):
+        with pytest.raises(ValueError, match=f"{name}="):
+            views.kernel_free_masking_explorer(tokenizer, TEXTS, seeds=(0, 1, 2), **{name: value})
+
+
+def test_kernel_free_masking_is_self_contained_small_and_unique(masking_view, tokenizer):
+    assert_self_contained(masking_view.html)
+    assert masking_view._repr_html_() == masking_view.html
+    assert masking_view.nbytes == len(masking_view.html.encode("utf-8")) < 60_000
+    assert repr(masking_view).startswith("<masking explorer (kernel-free): 3 sentences x 108 settings")
+    again = views.kernel_free_masking_explorer(tokenizer, TEXTS, seeds=(0, 1, 2))
+    assert again.element_id != masking_view.element_id
+    assert re.fullmatch(r"mbv-masking-[0-9a-f]{32}", again.element_id)  # nbval's `uuid` rule masks it
+    ids = re.findall(r'\bid="([^"]+)"', masking_view.html + again.html)
+    assert len(ids) == len(set(ids)) == 2  # one id per view; everything inside is found from its root
+    assert embedded_data(again) == masking_view.data  # the same settings give the same data
+
+
+def test_kernel_free_views_keep_text_out_of_the_script(tokenizer):
+    text = "</script><script>alert(1)</script> <!-- the press"
+    view = views.kernel_free_masking_explorer(tokenizer, [text], ratios=(0.5,), seeds=(0,), modes=("token",),
+                                              splits=((0.8, 0.1, 0.1),))
+    script = view.html.split("<script>", 1)[1]
+    assert "</script>" not in script[:-len("</script></div>")] and "<!--" not in script
+    assert embedded_data(view)["sentences"][0]["text"] == text
+    assert "&lt;/script&gt;" in view.html  # the sentence menu shows it escaped
+
+
+@pytest.fixture(scope="module")
+def head_view(small_models):
+    return views.kernel_free_head_explorer(small_models, [EXPLORER_TEXT, "the cat"], max_tokens={"random B": 8},
+                                           model="random A", layer=1, head=2)
+
+
+def test_kernel_free_heads_embed_the_attention_and_the_statistics(head_view, small_models, tokenizer):
+    data = embedded_data(head_view)
+    assert data == head_view.data
+    assert [m["name"] for m in data["models"]] == ["random A", "random B"]
+    assert [(m["layers"], m["heads"]) for m in data["models"]] == [(3, 4), (2, 2)]
+    for entry in data["models"]:
+        model, _ = small_models[entry["name"]]
+        for text, sentence in zip(data["texts"], entry["sentences"]):
+            tokens, enc = inspection.encode_sentence(tokenizer, text, max_length=entry["max_tokens"])
+            assert sentence["tokens"] == tokens
+            maps = inspection.attention_maps(model, enc.ids, enc.token_type_ids)[0]
+            decoded = views.heads.dequantize_attention(sentence["attention"], maps.shape)
+            assert (decoded - maps.double()).abs().max() <= 0.5 / 255 + 1e-9  # one byte per weight
+            summary = inspection.head_summary(maps.double(), tokens)
+            for key in ("entropy", *views.OVERVIEW_STATS):
+                assert sentence["stats"][key] == pytest.approx(summary[key].flatten().tolist(), abs=1e-4)
+            # The explorer widget's statistics for one head are the same numbers.
+            widget_view = views.compute_head_view(model, tokenizer, text, 1, 1, entry["name"],
+                                                  max_length=entry["max_tokens"])
+            h = 1 * entry["heads"] + 1
+            assert sentence["stats"]["previous"][h] == pytest.approx(widget_view.stats["previous"], abs=1e-4)
+    assert len(data["models"][1]["sentences"][0]["tokens"]) == 8  # cut by max_tokens
+
+
+def test_kernel_free_heads_are_self_contained_and_unique(head_view, small_models):
+    assert_self_contained(head_view.html)
+    assert 'data-mbv="model"' in head_view.html and 'value="1" style' in head_view.html  # opens on layer 1
+    assert repr(head_view).startswith("<head explorer (kernel-free): 2 models (random A 3x4, random B 2x2")
+    again = views.kernel_free_head_explorer(small_models, [EXPLORER_TEXT])
+    assert again.element_id != head_view.element_id and again.element_id.startswith("mbv-heads-")
+    assert head_view.nbytes < 60_000
+    with pytest.raises(ValueError, match="not one of"):
+        views.kernel_free_head_explorer(small_models, [EXPLORER_TEXT], model="missing")
+    with pytest.raises(ValueError, match="stat must be one of"):
+        views.kernel_free_head_explorer(small_models, [EXPLORER_TEXT], stat="syntax")
+    with pytest.raises(ValueError, match="not in `models`"):
+        views.kernel_free_head_explorer(small_models, [EXPLORER_TEXT], max_tokens={"missing": 8})

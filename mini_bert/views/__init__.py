@@ -14,21 +14,31 @@ One module per view, in book order (every public name is also here, `from mini_b
 - `heads` (chapter 9): the attention-head explorer. `compute_head_view` computes one head on one
   sentence, `plot_head_view` / `plot_layer_heads` / `plot_all_heads` draw it, `AttentionExplorer` /
   `attention_explorer` make it interactive.
-- `_common`: the shared helpers (the ipywidgets import, HTML escaping, a figure as PNG).
+- `_common`: the shared helpers (the ipywidgets import, HTML escaping, a figure as PNG) and
+  `KernelFreeView`, what the kernel-free views return.
+
+Kernel-free views (`kernel_free_masking_explorer` in `masking`, `kernel_free_head_explorer` in
+`heads`) complement the widgets: one self-contained block of HTML and plain JavaScript with its data
+embedded, computed by the same functions, that reacts to its controls without a kernel and without
+a network, identically in Jupyter, Colab and the rendered book.
 """
 from __future__ import annotations
 
 from . import heads, masking
+from ._common import KernelFreeView
 from .bertviz import BOOK_WIDTH, MODEL_VIEW_MIN_HEADS, bertviz_html
 from .heads import (
     ARC_THRESHOLD,
     DEFAULT_EXPLORER_TEXT,
     EXPLORER_MAX_TOKENS,
     HEAD_STAT_LABELS,
+    OVERVIEW_STATS,
     HeadView,
     attention_explorer,
     compute_head_view,
+    head_explorer_data,
     head_stats_html,
+    kernel_free_head_explorer,
     plot_all_heads,
     plot_attention_arcs,
     plot_attention_heatmap,
@@ -43,9 +53,12 @@ from .masking import (
     SPECIAL_COLOR,
     MaskedText,
     default_masking_text,
+    default_masking_texts,
+    kernel_free_masking_explorer,
     mask_text,
     masked_tokens_html,
     masking_legend_handles,
+    masking_explorer_data,
     masking_mode,
     masking_summary,
     masking_widget,
@@ -58,12 +71,16 @@ __all__ = [
     "MASKING_COLORS", "MASKING_LABELS", "SPECIAL_COLOR", "DEFAULT_TITLE", "MAX_TOKENS", "MaskedText",
     "masking_mode", "normalized_shares", "mask_text", "masking_summary", "masked_tokens_html",
     "plot_masked_tokens", "masking_legend_handles", "default_masking_text", "masking_widget",
+    "default_masking_texts", "masking_explorer_data", "kernel_free_masking_explorer",
     # bertviz (chapter 9)
     "BOOK_WIDTH", "MODEL_VIEW_MIN_HEADS", "bertviz_html",
     # heads (chapter 9)
     "HEAD_STAT_LABELS", "EXPLORER_MAX_TOKENS", "DEFAULT_EXPLORER_TEXT", "ARC_THRESHOLD", "HeadView",
     "compute_head_view", "head_stats_html", "plot_attention_heatmap", "plot_attention_arcs", "plot_head_view",
     "plot_layer_heads", "plot_all_heads", "attention_explorer",
+    "OVERVIEW_STATS", "head_explorer_data", "kernel_free_head_explorer",
+    # kernel-free views
+    "KernelFreeView",
 ]  # and MaskingWidget, AttentionExplorer: the widget classes, defined when first asked for
 
 

@@ -8,16 +8,20 @@
 - `AttentionExplorer` / `attention_explorer`: the interactive view (model Dropdown, sentence Text,
   layer and head IntSliders; the picture goes into an `Output` widget, filled with
   `append_display_data` so it is saved with the widget state).
+- `kernel_free_head_explorer`: the explorer without a kernel, for the rendered book (and any
+  notebook): the attention maps of a few sentences in every layer and head, and each head's
+  statistics, computed here, embedded (quantised to 8 bits) and drawn by plain JavaScript.
 """
 from __future__ import annotations
 
+import base64
 import functools
 from dataclasses import dataclass
 
 import torch
 
 from ..inspection import attention_maps, encode_sentence, head_summary
-from ._common import _escape, _figure_png, _widgets
+from ._common import BLUES, KernelFreeView, _element_id, _escape, _figure_png, _kernel_free_html, _select, _slider, _widgets
 
 # The statistics the explorer prints for the chosen head, with their labels.
 HEAD_STAT_LABELS = {"previous": "previous token", "next": "next token", "self": "itself",
@@ -186,6 +190,234 @@ def plot_all_heads(model, tokenizer, text: str, model_name: str = "", size: floa
                  fontsize=10)
     fig.tight_layout()
     return fig
+
+
+# ============================================================================================
+# The kernel-free head explorer
+# ============================================================================================
+
+# The statistics of the kernel-free explorer's overview grid ("colour every head by ..."), with
+# their labels; every value lies in [0, 1].
+OVERVIEW_STATS = {"entropy_normalized": "normalized entropy", **HEAD_STAT_LABELS}
+ATTENTION_LEVELS = 255  # attention weights are embedded as round(255 * p): one byte per weight
+
+
+def quantize_attention(attentions: torch.Tensor) -> bytes:
+    """Attention probabilities in [0, 1] as one byte each, round(255 p), in C order."""
+    q = torch.round(attentions.double().clamp(0, 1) * ATTENTION_LEVELS).to(torch.uint8)
+    return q.contiguous().numpy().tobytes()
+
+
+def dequantize_attention(encoded: str, shape) -> torch.Tensor:
+    """The inverse of the embedding: base64 of quantize_attention's bytes back to probabilities."""
+    raw = bytearray(base64.b64decode(encoded))
+    return torch.frombuffer(raw, dtype=torch.uint8).reshape(*shape).double() / ATTENTION_LEVELS
+
+
+def head_explorer_data(models: dict, texts: list[str], max_tokens: dict | None = None, decimals: int = 4) -> dict:
+    """Everything the kernel-free head explorer shows, for every model and text.
+
+    models: {name: (model, tokenizer)}; texts: the sentences to choose from, each run as
+    [CLS] text [SEP] (cut to max_tokens[name], at most EXPLORER_MAX_TOKENS, like the widget).
+    Per model and text: the tokens, the (layers, heads, L, L) attention maps of
+    inspection.attention_maps (base64, one byte per weight: quantize_attention), and every head's
+    statistics of inspection.head_summary (as the widget computes them), rounded to `decimals`.
+    """
+    if not models:
+        raise ValueError("give at least one model: {name: (model, tokenizer)}")
+    texts = list(texts)
+    if not texts or not all(t.strip() for t in texts):
+        raise ValueError("give at least one non-empty text")
+    unknown = sorted(set(max_tokens or {}) - set(models))
+    if unknown:
+        raise ValueError(f"max_tokens names models that are not in `models`: {unknown}")
+    out = []
+    for name, (model, tokenizer) in models.items():
+        limit = min(EXPLORER_MAX_TOKENS, int((max_tokens or {}).get(name, EXPLORER_MAX_TOKENS)))
+        sentences = []
+        for text in texts:
+            tokens, enc = encode_sentence(tokenizer, text, max_length=limit)
+            maps = attention_maps(model, enc.ids, enc.token_type_ids)[0]  # (layers, heads, L, L)
+            summary = head_summary(maps.double(), tokens)
+            sentences.append({
+                "tokens": tokens,
+                "attention": base64.b64encode(quantize_attention(maps)).decode("ascii"),
+                "stats": {key: [round(float(v), decimals) for v in summary[key].flatten()]
+                          for key in ("entropy", *OVERVIEW_STATS)},
+            })
+        layers, heads = maps.shape[:2]
+        out.append({"name": name, "layers": int(layers), "heads": int(heads), "max_tokens": limit,
+                    "sentences": sentences})
+    return {"models": out, "texts": texts, "stat_keys": list(HEAD_STAT_LABELS),
+            "stat_labels": list(HEAD_STAT_LABELS.values()), "overview_keys": list(OVERVIEW_STATS),
+            "overview_labels": list(OVERVIEW_STATS.values()), "levels": ATTENTION_LEVELS,
+            "arc_threshold": ARC_THRESHOLD, "blues": list(BLUES)}
+
+
+_HEADS_JS = r"""
+var C = {model: q("model"), text: q("text"), layer: q("layer"), head: q("head"), stat: q("stat")};
+var cache = {};
+function num(name) { return parseInt(C[name].value, 10) || 0; }
+function maps(mi, ti) {  // the model's attention on the text: bytes, decoded once
+  var key = mi + "/" + ti;
+  if (!cache[key]) {
+    var raw = atob(D.models[mi].sentences[ti].attention), bytes = new Uint8Array(raw.length);
+    for (var i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+    cache[key] = bytes;
+  }
+  return cache[key];
+}
+function blue(p) {  // matplotlib's Blues, p in [0, 1]
+  var x = Math.max(0, Math.min(1, p)) * (D.blues.length - 1), i = Math.min(Math.floor(x), D.blues.length - 2), f = x - i;
+  var a = D.blues[i], b = D.blues[i + 1], out = "#";
+  for (var k = 1; k < 7; k += 2) {
+    var va = parseInt(a.substr(k, 2), 16), vb = parseInt(b.substr(k, 2), 16);
+    out += ("0" + Math.round(va + f * (vb - va)).toString(16)).slice(-2);
+  }
+  return out;
+}
+function pct(v) { return (100 * v).toFixed(1) + "%"; }
+function textWidth(tokens, size) {
+  var n = 0;
+  for (var i = 0; i < tokens.length; i++) n = Math.max(n, tokens[i].length);
+  return Math.ceil(n * size * 0.62) + 6;
+}
+function heatmap(tokens, A, base) {
+  var L = tokens.length, cell = Math.max(8, Math.min(20, Math.floor(300 / L))), fs = Math.min(11, cell);
+  var pad = textWidth(tokens, fs), size = pad + L * cell + 2, parts = [];
+  parts.push('<svg data-mbv-drawing="heatmap" width="' + size + '" height="' + (size + 16) +
+    '" style="font-family:monospace;font-size:' + fs + 'px;margin-right:16px">');
+  for (var i = 0; i < L; i++) {
+    var y = pad + i * cell + cell / 2;
+    parts.push('<text x="' + (pad - 3) + '" y="' + y + '" text-anchor="end" dominant-baseline="middle">' + esc(tokens[i]) + "</text>");
+    parts.push('<text transform="translate(' + (pad + i * cell + cell / 2) + "," + (pad - 3) + ') rotate(-90)" dominant-baseline="middle">' + esc(tokens[i]) + "</text>");
+    for (var j = 0; j < L; j++) {
+      var p = A[base + i * L + j] / D.levels;
+      parts.push('<rect x="' + (pad + j * cell) + '" y="' + (pad + i * cell) + '" width="' + cell + '" height="' + cell +
+        '" fill="' + blue(p) + '"><title>' + esc(tokens[i] + " → " + tokens[j] + ": " + p.toFixed(2)) + "</title></rect>");
+    }
+  }
+  parts.push('<rect x="' + pad + '" y="' + pad + '" width="' + L * cell + '" height="' + L * cell + '" fill="none" stroke="#999"/>');
+  parts.push('<text x="' + pad + '" y="' + (size + 12) + '" fill="#555">rows attend to columns</text></svg>');
+  return parts.join("");
+}
+function arcs(tokens, A, base) {
+  var L = tokens.length, row = 15, fs = 11, pad = textWidth(tokens, fs), gap = 120, width = 2 * pad + gap + 8, parts = [];
+  var x0 = pad + 2, x1 = pad + gap - 2, height = L * row + 22;
+  parts.push('<svg data-mbv-drawing="arcs" width="' + width + '" height="' + height +
+    '" style="font-family:monospace;font-size:' + fs + 'px">');
+  for (var i = 0; i < L; i++) {
+    for (var j = 0; j < L; j++) {
+      var w = A[base + i * L + j] / D.levels;
+      if (w >= D.arc_threshold) {
+        parts.push('<line x1="' + x0 + '" y1="' + (i * row + row / 2) + '" x2="' + x1 + '" y2="' + (j * row + row / 2) +
+          '" stroke="#1f77b4" stroke-opacity="' + Math.min(1, 0.15 + w).toFixed(2) + '" stroke-width="' + (0.4 + 3 * w).toFixed(2) + '"/>');
+      }
+    }
+  }
+  for (var i = 0; i < L; i++) {
+    var y = i * row + row / 2;
+    parts.push('<text x="' + (x0 - 4) + '" y="' + y + '" text-anchor="end" dominant-baseline="middle">' + esc(tokens[i]) + "</text>");
+    parts.push('<text x="' + (x1 + 4) + '" y="' + y + '" dominant-baseline="middle">' + esc(tokens[i]) + "</text>");
+  }
+  parts.push('<text x="0" y="' + (L * row + 16) + '" fill="#555">query → key (weights ≥ ' + D.arc_threshold.toFixed(2) + ")</text></svg>");
+  return parts.join("");
+}
+function ranges() {
+  var m = D.models[num("model")];
+  C.layer.max = String(m.layers - 1);
+  C.head.max = String(m.heads - 1);
+  if (num("layer") > m.layers - 1) C.layer.value = String(m.layers - 1);
+  if (num("head") > m.heads - 1) C.head.value = String(m.heads - 1);
+}
+function draw() {
+  ranges();
+  var mi = num("model"), ti = num("text"), layer = num("layer"), head = num("head"), m = D.models[mi];
+  var sentence = m.sentences[ti], tokens = sentence.tokens, L = tokens.length, A = maps(mi, ti);
+  var h = layer * m.heads + head, base = h * L * L, st = sentence.stats;
+  q("layer-readout").textContent = String(layer);
+  q("head-readout").textContent = String(head);
+  var cells = "";
+  for (var k = 0; k < D.stat_keys.length; k++) {
+    cells += "<td style='padding:0 8px'>" + esc(D.stat_labels[k]) + "<br><b>" + pct(st[D.stat_keys[k]][h]) + "</b></td>";
+  }
+  q("stats").innerHTML = "<div><b>" + esc(m.name) + "</b>, layer " + layer + ", head " + head + ": entropy <b>" +
+    st.entropy[h].toFixed(2) + "</b> nats (" + (100 * st.entropy_normalized[h]).toFixed(0) + "% of uniform over " + L +
+    " tokens). Share of attention on:</div><table style='text-align:center;margin:0'><tr>" + cells + "</tr></table>";
+  q("drawing").innerHTML = heatmap(tokens, A, base) + arcs(tokens, A, base);
+  // The overview: every head of the model on this text, coloured by the chosen statistic.
+  var key = D.overview_keys[num("stat")], rows = ["<tr><td></td>"];
+  for (var hh = 0; hh < m.heads; hh++) rows.push("<td style='font-size:75%;text-align:center;padding:0'>" + hh + "</td>");
+  rows.push("</tr>");
+  for (var l = 0; l < m.layers; l++) {
+    rows.push("<tr><td style='font-size:75%;padding:0 4px 0 0;white-space:nowrap'>layer " + l + "</td>");
+    for (var hh = 0; hh < m.heads; hh++) {
+      var v = st[key][l * m.heads + hh], on = l === layer && hh === head;
+      rows.push("<td data-mbv-layer='" + l + "' data-mbv-head='" + hh + "' title='layer " + l + ", head " + hh + ": " + pct(v) +
+        "' style='cursor:pointer;width:30px;height:20px;padding:0;text-align:center;font-size:70%;background:" + blue(v) +
+        ";color:" + (v > 0.6 ? "#fff" : "#222") + ";border:" + (on ? "2px solid #d62728" : "1px solid #fff") + "'>" +
+        Math.round(100 * v) + "</td>");
+    }
+    rows.push("</tr>");
+  }
+  q("overview").innerHTML = "<table style='border-collapse:collapse;margin:0'>" + rows.join("") + "</table>";
+  root.setAttribute("data-mbv-setting", [mi, ti, layer, head, num("stat")].join(","));
+}
+q("overview").addEventListener("click", function (event) {
+  var cell = event.target.closest ? event.target.closest("[data-mbv-layer]") : null;
+  if (!cell) return;
+  C.layer.value = cell.getAttribute("data-mbv-layer");
+  C.head.value = cell.getAttribute("data-mbv-head");
+  draw();
+});
+for (var name in C) { C[name].addEventListener("input", draw); C[name].addEventListener("change", draw); }
+draw();
+"""
+
+
+def kernel_free_head_explorer(models: dict, texts: list[str] | None = None, *, max_tokens: dict | None = None,
+                              model: str | None = None, text: int = 0, layer: int = 0, head: int = 0,
+                              stat: str = "previous") -> KernelFreeView:
+    """The attention-head explorer of chapter 9 without a kernel: works in Jupyter, Colab and the book.
+
+    models: {name: (model, tokenizer)}, as for attention_explorer; texts: the sentences to choose
+    from (default: DEFAULT_EXPLORER_TEXT); max_tokens: {name: n} cuts that model's input to n tokens.
+    Every model runs here on every text (head_explorer_data); the page's JavaScript draws the chosen
+    head (model, sentence, layer, head) as a heatmap and as arcs, with its statistics, and an
+    overview of every head of the model coloured by one statistic (click a head to pick it).
+    model, text (an index into texts), layer, head, stat (a key of OVERVIEW_STATS): the opening view.
+    """
+    texts = [DEFAULT_EXPLORER_TEXT] if texts is None else list(texts)
+    data = head_explorer_data(models, texts, max_tokens)
+    names = [m["name"] for m in data["models"]]
+    if model is not None and model not in names:
+        raise ValueError(f"model={model!r} is not one of {names}")
+    if stat not in OVERVIEW_STATS:
+        raise ValueError(f"stat must be one of {list(OVERVIEW_STATS)}, got {stat!r}")
+    if not 0 <= text < len(texts):
+        raise ValueError(f"text={text} is not an index into the {len(texts)} texts")
+    mi = names.index(model) if model is not None else 0
+    first = data["models"][mi]
+    layer, head = min(max(0, int(layer)), first["layers"] - 1), min(max(0, int(head)), first["heads"] - 1)
+
+    labels = [(t if len(t) <= 70 else t[:67] + "...") for t in texts]
+    body = (
+        f'<div style="margin-bottom:4px">{_select("model", names, mi, "model")}'
+        f'{_select("text", labels, text, "sentence")}</div>'
+        f'<div style="margin-bottom:4px">{_slider("layer", first["layers"], layer, "layer", str(layer))}'
+        f'{_slider("head", first["heads"], head, "head", str(head))}</div>'
+        '<div data-mbv="stats" style="margin-bottom:4px"></div>'
+        '<div data-mbv="drawing" style="display:flex;flex-wrap:wrap;align-items:flex-start;overflow-x:auto"></div>'
+        f'<div style="margin-top:6px">Every head of the model on this sentence, coloured by '
+        f'{_select("stat", data["overview_labels"], list(OVERVIEW_STATS).index(stat), "")}'
+        '(in %; click a head to show it):</div>'
+        '<div data-mbv="overview" style="overflow-x:auto"></div>'
+    )
+    element_id = _element_id("heads")
+    html = _kernel_free_html("heads", element_id, body, data, _HEADS_JS)
+    shapes = ", ".join(f"{m['name']} {m['layers']}x{m['heads']}" for m in data["models"])
+    summary = f"{len(names)} models ({shapes} layers x heads), {len(texts)} sentences"
+    return KernelFreeView("head explorer", html, data, element_id, summary)
 
 
 def _make_explorer_class():

@@ -5,6 +5,9 @@
   static twin for the rendered page), in the same colours (`MASKING_COLORS`).
 - `MaskingWidget` / `masking_widget`: the interactive panel (text, mask ratio, the three
   replacement shares, whole words, spans, seed).
+- `kernel_free_masking_explorer`: the same view without a kernel, for the rendered book (and any
+  notebook): every outcome of a small grid of settings is computed here with `mask_text`, embedded
+  in the page, and looked up and drawn by a few lines of plain JavaScript.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from ..masking import (
     mask_tokens,
 )
 from ..tokenization import default_tokenizer
-from ._common import _escape, _widgets
+from ._common import KernelFreeView, _element_id, _escape, _kernel_free_html, _select, _slider, _widgets
 
 # One colour per category, the same in the widget and in the static figure. Light tones, so the
 # black token text stays readable; distinguishable with the common forms of colour blindness.
@@ -144,6 +147,12 @@ def masked_tokens_html(result: MaskedText, legend: bool = True) -> str:
     Each token is a coloured box: on top what the model sees, underneath (for the selected
     tokens) the original piece, which is the label the model must predict there.
     """
+    body = f'<div style="line-height:2.4">{_token_boxes_html(result)}</div>'
+    summary = f'<div style="margin-top:4px">{_summary_html(result)}</div>'
+    return (_legend_html() if legend else "") + body + summary
+
+
+def _token_boxes_html(result: MaskedText) -> str:
     boxes = []
     for tok, shown, cat, special in zip(result.tokens, result.shown, result.categories, result.special):
         color = SPECIAL_COLOR if special else MASKING_COLORS[cat]
@@ -156,10 +165,12 @@ def masked_tokens_html(result: MaskedText, legend: bool = True) -> str:
             f'font-family:monospace;line-height:1.2">{_escape(shown)}'
             f'<br><span style="font-size:75%;color:#555">{below}</span></span>'
         )
+    return "".join(boxes)
+
+
+def _summary_html(result: MaskedText) -> str:
     note = f' <span style="color:#a00">(text cut to the first {MAX_TOKENS} tokens)</span>' if result.truncated else ""
-    body = f'<div style="line-height:2.4">{"".join(boxes)}</div>'
-    summary = f'<div style="margin-top:4px"><b>{_escape(masking_summary(result))}</b>{note}</div>'
-    return (_legend_html() if legend else "") + body + summary
+    return f"<b>{_escape(masking_summary(result))}</b>{note}"
 
 
 def plot_masked_tokens(result: MaskedText, ax=None, width: int = 80, title: str | None = None,
@@ -218,6 +229,210 @@ def default_masking_text() -> str:
         if doc.title == DEFAULT_TITLE and doc.sentences:
             return doc.sentences[0]
     return next(d.sentences[0] for d in docs if d.sentences)
+
+
+# ============================================================================================
+# The kernel-free masking explorer
+# ============================================================================================
+
+# What a selected token becomes, (mask, random, keep): BERT's rule first, then three of the
+# alternatives of BERT's ablation (Devlin et al. 2019, appendix C.2).
+EXPLORER_SPLITS = ((0.8, 0.1, 0.1), (1.0, 0.0, 0.0), (0.8, 0.2, 0.0), (0.8, 0.0, 0.2))
+EXPLORER_RATIOS = (0.15, 0.25, 0.4)
+EXPLORER_SEEDS = (0, 1, 2, 3, 4)
+EXPLORER_MODES = ("token", "whole_word", "span")
+_MODE_LABELS = {"token": "single tokens", "whole_word": "whole words", "span": "spans (SpanBERT)"}
+
+
+def default_masking_texts(n: int = 3) -> list[str]:
+    """The first `n` sentences of DEFAULT_TITLE in the book's corpus (the first is the widget's text)."""
+    for doc in load_corpus():
+        if doc.title == DEFAULT_TITLE and len(doc.sentences) >= n:
+            return list(doc.sentences[:n])
+    return [default_masking_text()]
+
+
+def _split_label(split) -> str:
+    m, r, k = (round(100 * x) for x in split)
+    return f"{m}/{r}/{k}" + (" (BERT)" if (m, r, k) == (80, 10, 10) else "")
+
+
+def _encode_outcome(result: MaskedText):
+    """One masked sentence, compactly: a string of category digits, one per token (specials
+    included), then the random tokens in order, if any: "0100200..." or ["0100200...", "##ing"]."""
+    categories = "".join(str(c) for c in result.categories)
+    randoms = [shown for shown, c in zip(result.shown, result.categories) if c == RANDOM]
+    return [categories, *randoms] if randoms else categories
+
+
+def decode_masking_outcome(tokens: list[str], outcome, mask_token: str = "[MASK]") -> tuple[list[int], list[str]]:
+    """(categories, shown tokens) of one embedded outcome, as the JavaScript reads it (for tests)."""
+    categories_text, *randoms = [outcome] if isinstance(outcome, str) else outcome
+    categories = [int(c) for c in categories_text]
+    randoms = iter(randoms)
+    shown = [next(randoms) if c == RANDOM else mask_token if c == MASKED else t for t, c in zip(tokens, categories)]
+    return categories, shown
+
+
+def masking_explorer_data(tokenizer=None, texts: list[str] | None = None, *, ratios=EXPLORER_RATIOS,
+                          splits=EXPLORER_SPLITS, modes=EXPLORER_MODES, seeds=EXPLORER_SEEDS) -> dict:
+    """Everything the kernel-free masking explorer shows, computed with `mask_text` (mini_bert's
+    mask_tokens, seeded): for every text, every mode x ratio x split x seed, one encoded outcome.
+
+    outcome index = ((mode * len(ratios) + ratio) * len(splits) + split) * len(seeds) + seed.
+    """
+    if tokenizer is None:
+        tokenizer = default_tokenizer()
+    texts = default_masking_texts() if texts is None else list(texts)
+    if not texts or not all(t.strip() for t in texts):
+        raise ValueError("give at least one non-empty text")
+    for m in modes:
+        if m not in EXPLORER_MODES:
+            raise ValueError(f"mode must be one of {EXPLORER_MODES}, got {m!r}")
+    sentences = []
+    for text in texts:
+        grid, first = [], None
+        for mode in modes:
+            for ratio in ratios:
+                for split in splits:
+                    m, r, k = normalized_shares(*split)
+                    config = MaskingConfig(ratio=float(ratio), mask_share=m, random_share=r, keep_share=k, mode=mode)
+                    for seed in seeds:
+                        result = mask_text(text, tokenizer, config, seed=int(seed))
+                        first = first or result
+                        grid.append(_encode_outcome(result))
+        sentences.append({"text": text, "tokens": first.tokens, "truncated": first.truncated, "grid": grid})
+    return {
+        "ratios": [float(r) for r in ratios],
+        "splits": [[round(float(x), 4) for x in normalized_shares(*s)] for s in splits],
+        "split_labels": [_split_label(normalized_shares(*s)) for s in splits],
+        "modes": list(modes), "mode_labels": [_MODE_LABELS[m] for m in modes],
+        "seeds": [int(s) for s in seeds],
+        "sentences": sentences,
+        "colors": [MASKING_COLORS[c] for c in (UNTOUCHED, MASKED, RANDOM, KEPT)],
+        "special_color": SPECIAL_COLOR, "category_names": list(CATEGORY_NAMES), "max_tokens": MAX_TOKENS,
+        "mask_token": tokenizer.ids_to_tokens[tokenizer.mask_id],
+    }
+
+
+_MASKING_JS = r"""
+var C = {sentence: q("sentence"), mode: q("mode"), ratio: q("ratio"), split: q("split"), seed: q("seed")};
+function value(name) { return C[name] ? parseInt(C[name].value, 10) || 0 : 0; }
+function setting() {
+  return {sentence: value("sentence"), mode: value("mode"), ratio: value("ratio"), split: value("split"), seed: value("seed")};
+}
+function outcome(st) {
+  var R = D.ratios.length, P = D.splits.length, K = D.seeds.length;
+  var o = D.sentences[st.sentence].grid[((st.mode * R + st.ratio) * P + st.split) * K + st.seed];
+  return typeof o === "string" ? [o] : o;
+}
+function summary(cats) {
+  var n = 0, sel = 0, m = 0, r = 0, k = 0;
+  for (var i = 1; i < cats.length - 1; i++) {
+    n++;
+    var c = cats[i];
+    if (c !== 0) sel++;
+    if (c === 1) m++; else if (c === 2) r++; else if (c === 3) k++;
+  }
+  if (!n) return "no tokens";
+  return sel + " of " + n + " tokens selected (" + (100 * sel / n).toFixed(1) + "%): " +
+    m + " [MASK], " + r + " random, " + k + " kept";
+}
+function draw() {
+  var st = setting(), sentence = D.sentences[st.sentence], o = outcome(st), tokens = sentence.tokens;
+  var cats = [], shown = [], next = 1, boxes = [];
+  for (var i = 0; i < tokens.length; i++) {
+    var c = o[0].charCodeAt(i) - 48;
+    cats.push(c);
+    shown.push(c === 2 ? o[next++] : c === 1 ? D.mask_token : tokens[i]);
+  }
+  for (var i = 0; i < tokens.length; i++) {
+    var special = i === 0 || i === tokens.length - 1, c = cats[i], tok = tokens[i];
+    var title = D.category_names[c] + ": " + tok + (shown[i] === tok ? "" : " -> " + shown[i]);
+    boxes.push('<span title="' + esc(title) + '" style="display:inline-block;text-align:center;background:' +
+      (special ? D.special_color : D.colors[c]) + ";border:" + (special ? "1px dashed #999" : "1px solid #ccc") +
+      ';border-radius:4px;padding:1px 4px;margin:2px 1px;font-family:monospace;line-height:1.2">' + esc(shown[i]) +
+      '<br><span style="font-size:75%;color:#555">' + (c !== 0 ? esc(tok) : "&nbsp;") + "</span></span>");
+  }
+  var note = sentence.truncated ? ' <span style="color:#a00">(text cut to the first ' + D.max_tokens + " tokens)</span>" : "";
+  q("tokens").innerHTML = boxes.join("");
+  q("summary").innerHTML = "<b>" + esc(summary(cats)) + "</b>" + note;
+  q("ratio-readout").textContent = D.ratios[st.ratio].toFixed(2);
+  q("seed-readout").textContent = String(D.seeds[st.seed]);
+  root.setAttribute("data-mbv-setting", [st.sentence, st.mode, st.ratio, st.split, st.seed].join(","));
+}
+for (var name in C) {
+  if (C[name]) { C[name].addEventListener("input", draw); C[name].addEventListener("change", draw); }
+}
+draw();
+"""
+
+
+def kernel_free_masking_explorer(tokenizer=None, texts: list[str] | None = None, *, ratios=EXPLORER_RATIOS,
+                                 splits=EXPLORER_SPLITS, modes=EXPLORER_MODES, seeds=EXPLORER_SEEDS,
+                                 ratio: float | None = None, split=None, mode: str | None = None,
+                                 seed: int | None = None, text: int = 0) -> KernelFreeView:
+    """The masking explorer of chapter 6 without a kernel: works in Jupyter, Colab and the book.
+
+    Every outcome the controls can reach (each text x mode x ratio x split x seed) is masked here by
+    mini_bert's `mask_tokens` (through `mask_text`, as the widget does) and embedded; the page's
+    JavaScript only looks the outcome up and draws it, in the widget's colours and layout.
+    tokenizer: default the book's WordPiece; texts: the sentences to choose from (default: the first
+    three of DEFAULT_TITLE); ratios, splits ((mask, random, keep) shares), modes, seeds: the grid.
+    ratio, split, mode, seed, text (an index into texts): the setting the view opens on (each must be
+    in its grid; default: BERT's 0.15, 80/10/10, single tokens, where the grid has them, and seed 0 or
+    else the grid's first value).
+    """
+    if tokenizer is None:
+        tokenizer = default_tokenizer()
+    data = masking_explorer_data(tokenizer, texts, ratios=ratios, splits=splits, modes=modes, seeds=seeds)
+
+    def index(options, wanted, what, preferred=None):
+        if wanted is None:  # the preferred value if the grid has it, else the grid's first
+            return next((i for i, option in enumerate(options) if option == preferred), 0)
+        for i, option in enumerate(options):
+            if option == wanted or (isinstance(wanted, (int, float)) and isinstance(option, (int, float))
+                                    and abs(option - wanted) < 1e-9):
+                return i
+        raise ValueError(f"{what}={wanted!r} is not one of {list(options)}")
+
+    start = {
+        "sentence": index(range(len(data["sentences"])), text, "text"),
+        "mode": index(data["modes"], mode, "mode", "token"),
+        "ratio": index(data["ratios"], None if ratio is None else float(ratio), "ratio", 0.15),
+        "split": index([tuple(s) for s in data["splits"]],
+                       None if split is None else tuple(round(x, 4) for x in normalized_shares(*split)), "split",
+                       (0.8, 0.1, 0.1)),
+        "seed": index(data["seeds"], None if seed is None else int(seed), "seed", 0),
+    }
+    # The page before the script runs (or where scripts do not run): the opening setting, drawn by
+    # the same functions as the widget.
+    m, r, k = normalized_shares(*splits[start["split"]])
+    initial = mask_text(data["sentences"][start["sentence"]]["text"], tokenizer,
+                        MaskingConfig(ratio=data["ratios"][start["ratio"]], mask_share=m, random_share=r,
+                                      keep_share=k, mode=data["modes"][start["mode"]]),
+                        seed=data["seeds"][start["seed"]])
+    labels = [(t if len(t) <= 70 else t[:67] + "...") for t in (s["text"] for s in data["sentences"])]
+    controls = (
+        f'<div style="margin-bottom:4px">{_select("sentence", labels, start["sentence"], "sentence")}</div>'
+        '<div style="margin-bottom:4px">'
+        + _slider("ratio", len(data["ratios"]), start["ratio"], "mask ratio", f'{data["ratios"][start["ratio"]]:.2f}')
+        + _select("split", data["split_labels"], start["split"], "[MASK] / random / kept %")
+        + "</div><div>"
+        + _select("mode", data["mode_labels"], start["mode"], "masking unit")
+        + _slider("seed", len(data["seeds"]), start["seed"], "seed", str(data["seeds"][start["seed"]]))
+        + "</div>"
+    )
+    body = (f"{controls}{_legend_html()}"
+            f'<div data-mbv="tokens" style="line-height:2.4">{_token_boxes_html(initial)}</div>'
+            f'<div data-mbv="summary" style="margin-top:4px">{_summary_html(initial)}</div>')
+    element_id = _element_id("masking")
+    html = _kernel_free_html("masking", element_id, body, data, _MASKING_JS)
+    n = len(data["sentences"]) * len(data["sentences"][0]["grid"])
+    summary = (f"{len(data['sentences'])} sentences x {n // len(data['sentences'])} settings "
+               f"({len(data['modes'])} units, {len(data['ratios'])} ratios, {len(data['splits'])} splits, "
+               f"{len(data['seeds'])} seeds)")
+    return KernelFreeView("masking explorer", html, data, element_id, summary)
 
 
 def _rebalanced(changed: float, other_a: float, other_b: float) -> tuple[float, float]:
