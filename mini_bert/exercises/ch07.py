@@ -188,6 +188,11 @@ def check_order_feature(order_feature) -> bool:
     passed: list[str] = []
     fail = functools.partial(_fail, "check_order_feature", passed)
 
+    # One small pair first, so that a stub or a broken function is reported at once, before the
+    # SOP pairs of the corpus are built (a few seconds).
+    _, err = _call(order_feature, ["paris", "is", "the", "capital", "."], ["it", "is", "large", "."])
+    if err:
+        return fail(f"order_feature raised {err}", "it takes (a_tokens, b_tokens), two lists of WordPiece strings.")
     train_pairs, train_labels, val_pairs, val_labels = _sop_token_pairs()
     rows = {}
     for name, pairs in [("training", train_pairs), ("validation", val_pairs)]:
