@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install artifacts book test unit notebooks notebooks-portable book-strict benchmarks-smoke clean
+.PHONY: install artifacts book test unit notebooks notebooks-portable book-strict benchmarks-smoke colab-check clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,7 +59,14 @@ book-strict: install
 benchmarks-smoke: install
 	@for b in benchmarks/*.py; do echo "== $$b --smoke"; $(BIN)/python $$b --smoke || exit 1; done
 
-test: unit notebooks notebooks-portable book-strict benchmarks-smoke
+# Colab compatibility (tests/test_colab_install.py, about 2 minutes): a fresh environment in a temporary
+# folder gets torch (the CPU build: Colab brings its own), then mini-bert[notebooks] and Colab's
+# ipywidgets 7.7.1 resolved from the package's own ranges, NOT constraints.txt, as Colab's setup cell
+# installs it; there every module the chapters import must import and every widget they build must build.
+colab-check: install
+	MINI_BERT_COLAB_CHECK=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests/test_colab_install.py -s
+
+test: unit notebooks notebooks-portable book-strict benchmarks-smoke colab-check
 
 clean:
 	rm -rf _build .pytest_cache
