@@ -291,6 +291,12 @@ class Tab:
         self.browser.send("Target.closeTarget", {"targetId": self.target})
         self.browser.events = [e for e in self.browser.events if e.get("sessionId") != self.session]
 
+    def __enter__(self) -> "Tab":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
@@ -428,15 +434,12 @@ def standalone(tmp_path_factory):
 
 @needs_chromium
 def test_kernel_free_views_run_offline_on_a_page_of_their_own(browser, standalone):
-    tab = browser.open(standalone["path"].as_uri())
-    try:
+    with browser.open(standalone["path"].as_uri()) as tab:
         found = tab.eval(_VIEWS_JS)
         assert [v["id"] for v in found] == [v.element_id for v in (standalone["masking"][0], standalone["heads"][0],
                                                                    standalone["masking"][1], standalone["heads"][1])]
         assert all(v["ready"] and not v["status"] for v in found), found
         assert tab.exceptions() == [] and tab.failed_loads() == []
-    finally:
-        tab.close()
 
 
 @needs_chromium
@@ -446,8 +449,7 @@ def test_kernel_free_masking_view_draws_what_the_package_computes(browser, stand
 
     first, second = (v.element_id for v in standalone["masking"])
     tokenizer, texts = standalone["tokenizer"], standalone["texts"]
-    tab = browser.open(standalone["path"].as_uri())
-    try:
+    with browser.open(standalone["path"].as_uri()) as tab:
         untouched = _view(tab, second)
         for (sentence, mode, ratio, split, seed), config in [
             ((0, 0, 0, 0, 0), MaskingConfig()),
@@ -465,16 +467,13 @@ def test_kernel_free_masking_view_draws_what_the_package_computes(browser, stand
         _exercise_masking_view(tab, first)
         assert _view(tab, second) == untouched  # the other copy on the page did not move
         assert tab.exceptions() == []
-    finally:
-        tab.close()
 
 
 @needs_chromium
 def test_kernel_free_head_view_draws_what_the_package_computes(browser, standalone):
     first, second = (v.element_id for v in standalone["heads"])
     data = standalone["heads"][0].data
-    tab = browser.open(standalone["path"].as_uri())
-    try:
+    with browser.open(standalone["path"].as_uri()) as tab:
         untouched = _view(tab, second)
         view = _view(tab, first)
         model = data["models"][0]
@@ -494,8 +493,6 @@ def test_kernel_free_head_view_draws_what_the_package_computes(browser, standalo
         assert _view(tab, first)["setting"].split(",")[:4] == ["1", "1", "1", "1"]
         assert _view(tab, second) == untouched
         assert tab.exceptions() == []
-    finally:
-        tab.close()
 
 
 # How notebook front ends run an HTML output's scripts. JupyterLab, Notebook 7 and VS Code set the
@@ -520,8 +517,7 @@ def test_kernel_free_views_start_in_notebook_front_ends(browser, standalone, tmp
     blank = tmp_path / "blank.html"
     blank.write_text("<!doctype html><html><head><meta charset='utf-8'></head><body></body></html>", encoding="utf-8")
     insert = _INSERT_LIKE_JUPYTERLAB if front_end == "jupyterlab" else _INSERT_LIKE_CLASSIC_NOTEBOOK
-    tab = browser.open(blank.as_uri())
-    try:
+    with browser.open(blank.as_uri()) as tab:
         for view in (standalone["masking"][0], standalone["heads"][0]):
             tab.eval(f"({insert})({json.dumps(view.html)})")
         browser.pump(0.3)
@@ -531,8 +527,6 @@ def test_kernel_free_views_start_in_notebook_front_ends(browser, standalone, tmp
         _exercise_masking_view(tab, found[0]["id"])
         _exercise_head_view(tab, found[1]["id"])
         assert tab.exceptions() == []
-    finally:
-        tab.close()
 
 
 # ============================================================================================
@@ -544,8 +538,7 @@ def test_kernel_free_views_start_in_notebook_front_ends(browser, standalone, tmp
 @pytest.mark.parametrize("path", PAGES)
 def test_page_loads_without_javascript_errors(browser, path):
     html = built(path)
-    tab = browser.open(html.as_uri())
-    try:
+    with browser.open(html.as_uri()) as tab:
         errors = _unexcused(tab)
         assert not errors, f"JavaScript errors on {path}: {errors}"
         local = [f for f in tab.failed_loads() if f.startswith("file:")]
@@ -554,8 +547,6 @@ def test_page_loads_without_javascript_errors(browser, path):
         broken = tab.eval("Array.from(document.images).filter(i => i.src.startsWith('file:') && "
                           "!(i.complete && i.naturalWidth > 0)).map(i => i.src)")
         assert not broken, f"images that did not load on {path}: {broken}"
-    finally:
-        tab.close()
 
 
 @needs_chromium
@@ -564,8 +555,7 @@ def test_solutions_are_hidden_until_clicked(browser, path):
     html = built(path)
     if 'class="solution' not in html.read_text(encoding="utf-8"):
         pytest.skip(f"{path} has no solutions")
-    tab = browser.open(html.as_uri())
-    try:
+    with browser.open(html.as_uri()) as tab:
         visible = ("Array.from(document.querySelectorAll('.solution')).map(s => "
                    "Array.from(s.children).filter(c => !c.classList.contains('admonition-title'))"
                    ".some(c => c.getClientRects().length > 0 && c.offsetHeight > 0))")
@@ -574,8 +564,6 @@ def test_solutions_are_hidden_until_clicked(browser, path):
         tab.eval("document.querySelectorAll('.solution')[0].querySelector('.admonition-title').click()")
         shown = tab.eval(visible)
         assert shown[0] and not any(shown[1:]), f"a click showed {shown}"
-    finally:
-        tab.close()
 
 
 def _saved_kernel_free_views(stem: str) -> int:
@@ -595,15 +583,12 @@ def test_kernel_free_views_respond_in_the_book(browser, stem, kind):
     if not saved:
         pytest.skip(f"chapters/{stem}.ipynb has no saved output of its kernel-free view yet: re-execute the "
                     "notebook (the views were tested on a page of their own)")
-    tab = browser.open(html.as_uri())
-    try:
+    with browser.open(html.as_uri()) as tab:
         found = [v for v in tab.eval(_VIEWS_JS) if v["kind"] == kind]
         assert len(found) == saved and all(v["ready"] and not v["status"] for v in found), found
         for view in found:
             (_exercise_masking_view if kind == "masking" else _exercise_head_view)(tab, view["id"])
         assert _unexcused(tab) == []
-    finally:
-        tab.close()
 
 
 @needs_chromium
