@@ -5,6 +5,7 @@ Subcommands:
   evaluate   held-out masked-token accuracy of a checkpoint
   fill-mask  top-k completions of a sentence with one [MASK]
   grid       an experiment's arms x seeds (resumable), with mean, spread and paired differences
+  finetune   fine-tune an encoder on a downstream task and report its test accuracy
 
 Budgets (--budget): `500` = 500 optimiser steps; `300s`, `5m`, `5min`, `1h` = wall-clock
 training time; `2M`, `500k`, `2Mtok` = input tokens (lower-case m = minutes, upper-case M =
@@ -19,6 +20,28 @@ import argparse
 import json
 import os
 import sys
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (0 or -5 would silently mean "all" or something odd)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def device_name(text: str) -> str:
+    """argparse type: a device torch knows (cpu, cuda, cuda:1, mps) that this machine has."""
+    from .runtime import pick_device
+
+    try:
+        pick_device(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
 
 
 def _recipe_from_args(args):
@@ -68,7 +91,7 @@ def cmd_pretrain(args) -> int:
         print(f"data: {len(train_docs)} training and {len(eval_docs)} validation articles", flush=True)
     result = pretrain(recipe, train_documents=train_docs, eval_documents=eval_docs, out=args.out, resume=args.resume,
                       device=args.device, eval_every=args.eval_every, progress=not args.no_progress,
-                      checkpoint_every=args.checkpoint_every)
+                      checkpoint_every=args.checkpoint_every, overwrite=args.overwrite)
     if main:
         h, ev = result.history, result.evaluation
         print(f"trained {h['step'][-1]} steps, {h['tokens'][-1]:,} tokens in {h['seconds'][-1]:.1f} s "
@@ -149,6 +172,41 @@ def cmd_grid(args) -> int:
     return 0
 
 
+def cmd_finetune(args) -> int:
+    """Fine-tune `--init` on `--task` with `--strategy`; choose the epoch on validation, report test."""
+    import time
+
+    import torch
+
+    from .finetuning import FinetuneConfig, evaluate, finetune, load_encoder, majority_baseline, make_head, topic_task
+    from .loop import autocast_context
+    from .runtime import pick_device
+
+    torch.set_num_threads(args.threads or torch.get_num_threads())
+    changes = {k: getattr(args, k) for k in ("lr", "epochs", "batch_size", "micro_batch_size", "max_length",
+                                             "layer_decay", "pooling", "amp") if getattr(args, k) is not None}
+    config = FinetuneConfig(strategy=args.strategy, seed=args.seed, **changes)  # bad settings fail here, first
+    device = pick_device(args.device)
+    autocast_context(device, config.amp)  # e.g. fp16 without CUDA: refused before any loading or training
+    encoder, tokenizer = load_encoder(args.init, seed=args.seed, progress=not args.no_progress)
+    max_length = min(config.max_length, encoder.config.max_sequence_length)
+    train, validation, test, names = topic_task(tokenizer, max_length, labels=args.labels, seed=args.seed)
+    print(f"task: {args.task}, {len(names)} labels; {len(train)} training, {len(validation)} validation, "
+          f"{len(test)} test examples of at most {max_length} tokens", flush=True)
+    baseline = majority_baseline(train.labels, test.labels, len(names))
+    print(f"always the majority class: test accuracy {baseline['accuracy']:.3f}, macro-F1 {baseline['macro_f1']:.3f}",
+          flush=True)
+    start = time.perf_counter()
+    model = make_head("sequence", encoder, len(names), config)
+    result = finetune(model, train, validation, config, device=device, progress=not args.no_progress)
+    result_test = evaluate(result.model, test)
+    print(f"fine-tuned in {time.perf_counter() - start:.1f} s; best epoch {result.best_epoch} of "
+          f"{len(result.history['epoch'])} (validation accuracy {result.validation['accuracy']:.3f})")
+    print(f"test macro-F1: {result_test['macro_f1']:.3f}")
+    print(f"test accuracy: {result_test['accuracy']:.3f}", flush=True)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mini_bert", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -157,46 +215,48 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("pretrain", help="pretrain on the book's corpus and write a checkpoint")
     p.add_argument("--preset", default="tiny", help="model shape: tiny (L2/H128), mini (L4/H256), small, ... (default tiny)")
     p.add_argument("--budget", default=None, help="500 = steps, 5m/300s = wall clock, 2M = tokens (default: the recipe's 3300 steps, 4.5-9 minutes on 2 cores)")
-    p.add_argument("--out", help="checkpoint folder to write")
+    p.add_argument("--out", help="checkpoint folder to write (checked before training; never replaces anything but a checkpoint)")
+    p.add_argument("--overwrite", action="store_true", help="replace the checkpoint already at --out")
     p.add_argument("--resume", help="checkpoint folder (with training state) to go on from")
     p.add_argument("--objective", default="mlm", choices=("mlm", "nsp", "sop"))
     p.add_argument("--mask-ratio", type=float, help="share of tokens picked as MLM targets in training (the held-out score always uses 0.15)")
     p.add_argument("--static-masking", action="store_true", help="one fixed mask per example (BERT) instead of a new one every epoch")
-    p.add_argument("--whole-word", action="store_true", help="mask all pieces of a word together")
-    p.add_argument("--span", action="store_true", help="mask spans of whole words (SpanBERT)")
+    masking = p.add_mutually_exclusive_group()
+    masking.add_argument("--whole-word", action="store_true", help="mask all pieces of a word together")
+    masking.add_argument("--span", action="store_true", help="mask spans of whole words (SpanBERT)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch-size", type=int, help="sequences per optimiser step (global, over all processes)")
-    p.add_argument("--grad-accum", type=int, help="micro-batches per step")
-    p.add_argument("--seq-len", type=int, help="tokens per example")
-    p.add_argument("--long-seq-len", type=int, help="a second phase on examples this long (e.g. 128; default: one phase)")
+    p.add_argument("--batch-size", type=positive_int, help="sequences per optimiser step (global, over all processes)")
+    p.add_argument("--grad-accum", type=positive_int, help="micro-batches per step")
+    p.add_argument("--seq-len", type=positive_int, help="tokens per example")
+    p.add_argument("--long-seq-len", type=positive_int, help="a second phase on examples this long (e.g. 128; default: one phase)")
     p.add_argument("--long-fraction", type=float, help="share of the budget the long phase takes (default 0.1)")
     p.add_argument("--lr", type=float, help="peak learning rate")
     p.add_argument("--schedule", choices=("linear", "cosine", "constant"))
     p.add_argument("--warmup", type=float, help="warmup as a fraction of the budget")
     p.add_argument("--dropout", type=float)
-    p.add_argument("--vocab-size", type=int, help="size of the default WordPiece vocabulary (trained and cached on first use)")
-    p.add_argument("--hidden-size", type=int)
-    p.add_argument("--layers", type=int)
-    p.add_argument("--heads", type=int)
-    p.add_argument("--intermediate-size", type=int)
-    p.add_argument("--device", help="cpu, cuda, cuda:1, mps (default: the best available)")
-    p.add_argument("--threads", type=int, help="torch threads (default: physical cores)")
-    p.add_argument("--eval-every", type=int, help="held-out evaluation every N steps")
-    p.add_argument("--checkpoint-every", type=int, help="write the checkpoint every N steps (for resuming)")
-    p.add_argument("--max-docs", type=int, help="use only the first N training articles (and N/8 validation ones)")
+    p.add_argument("--vocab-size", type=positive_int, help="size of the default WordPiece vocabulary (trained and cached on first use)")
+    p.add_argument("--hidden-size", type=positive_int)
+    p.add_argument("--layers", type=positive_int)
+    p.add_argument("--heads", type=positive_int)
+    p.add_argument("--intermediate-size", type=positive_int)
+    p.add_argument("--device", type=device_name, help="cpu, cuda, cuda:1, mps (default: the best available)")
+    p.add_argument("--threads", type=positive_int, help="torch threads (default: physical cores)")
+    p.add_argument("--eval-every", type=positive_int, help="held-out evaluation every N steps")
+    p.add_argument("--checkpoint-every", type=positive_int, help="write the checkpoint every N steps (for resuming)")
+    p.add_argument("--max-docs", type=positive_int, help="use only the first N training articles (and N/8 validation ones)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_pretrain)
 
     p = sub.add_parser("evaluate", help="held-out masked-token accuracy of a checkpoint")
     p.add_argument("checkpoint")
     p.add_argument("--split", default="validation", choices=("validation", "test"))
-    p.add_argument("--max-docs", type=int, help="only the first N articles of the split")
+    p.add_argument("--max-docs", type=positive_int, help="only the first N articles of the split")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("fill-mask", help="top-k completions for a sentence with one [MASK]")
     p.add_argument("checkpoint")
     p.add_argument("text")
-    p.add_argument("-k", type=int, default=5)
+    p.add_argument("-k", type=positive_int, default=5, help="how many completions (default 5)")
     p.set_defaults(func=cmd_fill_mask)
 
     p = sub.add_parser("grid", help="train an experiment's arms x seeds (resumable) and print its tables")
@@ -205,13 +265,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default="3", help="number of seeds (3 = seeds 0, 1, 2) or a list: 0,4,7 (default 3)")
     p.add_argument("--scale", default="cpu", help="which base recipe: cpu (minutes on a laptop) or gpu (default cpu)")
     p.add_argument("--arms", help="comma-separated subset of the arms (default: all)")
-    p.add_argument("--device", help="cpu, cuda, ... (default: the best available)")
-    p.add_argument("--jobs", type=int, help="runs side by side in worker processes (default: one per core on the CPU)")
-    p.add_argument("--threads", type=int, help="torch threads per run (default: cores // jobs)")
+    p.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: the best available)")
+    p.add_argument("--jobs", type=positive_int, help="runs side by side in worker processes (default: one per core on the CPU)")
+    p.add_argument("--threads", type=positive_int, help="torch threads per run (default: cores // jobs)")
     p.add_argument("--results", help="the JSON log (default mini_bert/results/NAME-SCALE.json)")
-    p.add_argument("--max-docs", type=int, help="a quick grid on the first N training articles (N/8 held-out ones)")
+    p.add_argument("--max-docs", type=positive_int, help="a quick grid on the first N training articles (N/8 held-out ones)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_grid)
+
+    p = sub.add_parser("finetune", help="fine-tune an encoder on a downstream task; ends with its test accuracy")
+    p.add_argument("--init", default="tiny-wiki",
+                   help="scratch (no pretraining), tiny-wiki (the book's model), minilm, or a checkpoint folder")
+    p.add_argument("--task", default="topic", choices=("topic",), help="topic: the corpus articles' 11 topics")
+    p.add_argument("--strategy", default="full", choices=("full", "frozen", "llrd", "gradual"),
+                   help="full; frozen (a linear probe); llrd (layer-wise learning-rate decay); gradual (unfreezing)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--labels", type=positive_int, help="use only this many labelled training examples")
+    p.add_argument("--lr", type=float, help="peak learning rate (default 1e-3)")
+    p.add_argument("--epochs", type=positive_int)
+    p.add_argument("--batch-size", type=positive_int)
+    p.add_argument("--micro-batch-size", type=positive_int, help="gradient accumulation: split each batch into these")
+    p.add_argument("--max-length", type=positive_int, help="truncate inputs to this many tokens (default 128)")
+    p.add_argument("--layer-decay", type=float, help="llrd: the factor per layer down (default 0.8)")
+    p.add_argument("--pooling", choices=("cls", "pooler", "mean"))
+    p.add_argument("--amp", choices=("off", "bf16", "fp16"))
+    p.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: the best available)")
+    p.add_argument("--threads", type=positive_int, help="torch threads")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_finetune)
     return parser
 
 

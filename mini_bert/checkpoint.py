@@ -10,18 +10,16 @@
     training_state.pt    optimiser moments, step / tokens / seconds, random generators (optional)
     manifest.json        every file above with its size and SHA-256, written last
 
-The folder is written next to its destination under a temporary name, every file is flushed to
-disk, and only then renamed into place: a crash leaves the old checkpoint or the new one, never
-half of one. A missing or mismatched manifest entry means the folder is incomplete or damaged,
-and loading says which file.
+A checkpoint is an artifact (mini_bert.cache.write_artifact): written next to its destination
+under a temporary name, flushed, and only then renamed into place, so a crash leaves the old
+checkpoint or the new one, never half of one; locked while written; verified against its
+manifest when loaded (a missing or mismatched file is named). It never replaces anything but a
+checkpoint, and replaces one only when asked (overwrite=True, `pretrain --overwrite`).
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,17 +28,17 @@ import numpy as np
 import torch
 from torch import nn
 
-from .cache import atomic_write_text
+from .cache import ArtifactError, artifact_lock, check_destination, read_artifact, write_artifact
 from .config import BertConfig
 from .model import BertForPreTraining
 
 FORMAT = "mini_bert-checkpoint/1"
-CONFIG, WEIGHTS, VOCAB, TOKENIZER, HISTORY, RECIPE, EVALUATION, STATE, MANIFEST = (
+CONFIG, WEIGHTS, VOCAB, TOKENIZER, HISTORY, RECIPE, EVALUATION, STATE = (
     "config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "history.json", "recipe.json",
-    "evaluation.json", "training_state.pt", "manifest.json")
+    "evaluation.json", "training_state.pt")
 
 
-class CheckpointError(ValueError):
+class CheckpointError(ArtifactError):
     """A checkpoint that cannot be loaded: the message says which file and what is wrong."""
 
 
@@ -111,35 +109,8 @@ def load_weights(model: nn.Module, path: str | Path) -> nn.Module:
 # Writing
 # ============================================================================================
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # not possible on every platform (Windows); the renames are still atomic
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _json(obj) -> str:
     return json.dumps(obj, indent=1, sort_keys=True)  # NaN (no sentence task) is written as NaN
-
-
-def _write_manifest(folder: Path) -> None:
-    files = {p.name: {"bytes": p.stat().st_size, "sha256": _sha256(p)}
-             for p in sorted(folder.iterdir()) if p.is_file() and p.name != MANIFEST}
-    atomic_write_text(folder / MANIFEST, _json({"format": FORMAT, "files": files}))
 
 
 def _state_to_save(state: dict) -> dict:
@@ -155,20 +126,25 @@ def _state_to_save(state: dict) -> dict:
     }
 
 
-def save_checkpoint(path: str | Path, model: nn.Module, tokenizer=None, history: dict | None = None,
-                    recipe=None, *, training_state: dict | None = None, evaluation: dict | None = None) -> Path:
-    """Write a checkpoint folder at `path` atomically (replacing an existing one).
+def check_checkpoint_destination(path: str | Path, *, overwrite: bool = False) -> None:
+    """Raise CheckpointError unless a checkpoint may be written at `path`: nothing is there, or a
+    checkpoint is and `overwrite` is set; and the folder is writable. pretrain() calls it before
+    training, so a bad --out fails in a second instead of after the run."""
+    check_destination(path, FORMAT, replace=overwrite, error=CheckpointError, flag="overwrite=True (--overwrite)")
 
+
+def save_checkpoint(path: str | Path, model: nn.Module, tokenizer=None, history: dict | None = None,
+                    recipe=None, *, training_state: dict | None = None, evaluation: dict | None = None,
+                    overwrite: bool = False) -> Path:
+    """Write a checkpoint folder at `path` atomically.
+
+    overwrite: replace a checkpoint already there (anything else at `path`, a file or a folder of
+    your own, is never replaced: CheckpointError says so).
     recipe: a recipe.Recipe or a dict. training_state: from loop.training_state(), for resuming.
     """
     from safetensors.torch import save_file
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.tmp-"))
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
+    def fill(tmp: Path) -> None:
         (tmp / CONFIG).write_text(_json(model.config.to_dict()))
         tensors = {k: v.detach().to("cpu").contiguous() for k, v in unique_state_dict(model).items()}
         save_file(tensors, str(tmp / WEIGHTS), metadata={"format": FORMAT, "class": type(model).__name__})
@@ -184,36 +160,26 @@ def save_checkpoint(path: str | Path, model: nn.Module, tokenizer=None, history:
             (tmp / EVALUATION).write_text(_json(evaluation))
         if training_state is not None:
             torch.save(_state_to_save(training_state), tmp / STATE)
-        for p in tmp.iterdir():  # flush every file to the disk before the rename makes it visible
-            with open(p, "rb+") as f:
-                os.fsync(f.fileno())
-        _write_manifest(tmp)
-        for p in [tmp, *tmp.iterdir()]:  # temporary files are private (0600); a checkpoint is not
-            os.chmod(p, (0o777 if p.is_dir() else 0o666) & ~umask)
-        _fsync_dir(tmp)
-        old = None
-        if path.exists():
-            old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old-"))
-            os.replace(path, old / "previous")
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return path
+
+    return write_artifact(path, fill, format=FORMAT, replace=overwrite, error=CheckpointError,
+                          flag="overwrite=True (--overwrite)")
 
 
 def update_evaluation(path: str | Path, evaluation: dict) -> None:
-    """Add (or replace) evaluation.json in an existing checkpoint, keeping the manifest right."""
+    """Add (or replace) evaluation.json in an existing checkpoint: the checkpoint is written again
+    as a whole (its files copied, the new evaluation beside them), so that a crash leaves the old
+    checkpoint or the new one, never a manifest that disagrees with a file."""
     path = Path(path)
-    atomic_write_text(path / EVALUATION, _json(evaluation))
-    _write_manifest(path)
-    umask = os.umask(0)
-    os.umask(umask)
-    for name in (EVALUATION, MANIFEST):
-        os.chmod(path / name, 0o666 & ~umask)
+    with artifact_lock(path):
+        manifest = verify(path)
+
+        def fill(tmp: Path) -> None:
+            for name in manifest["files"]:
+                if name != EVALUATION:
+                    shutil.copy2(path / name, tmp / name)
+            (tmp / EVALUATION).write_text(_json(evaluation))
+
+        write_artifact(path, fill, format=FORMAT, replace=True, error=CheckpointError)
 
 
 # ============================================================================================
@@ -234,27 +200,7 @@ def verify(path: str | Path) -> dict:
     """Check the folder against its manifest; return the manifest. CheckpointError says which file
     is missing, truncated or changed."""
     path = Path(path)
-    if not path.is_dir():
-        raise CheckpointError(f"no checkpoint at {path} (not a folder)")
-    manifest_path = path / MANIFEST
-    if not manifest_path.is_file():
-        raise CheckpointError(f"{path} is not a complete checkpoint: {MANIFEST} is missing "
-                              "(it is written last, so the write was interrupted or this is another kind of folder)")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except json.JSONDecodeError as err:
-        raise CheckpointError(f"{manifest_path} is damaged: {err}") from err
-    if manifest.get("format") != FORMAT:
-        raise CheckpointError(f"{manifest_path}: unknown checkpoint format {manifest.get('format')!r}, expected {FORMAT!r}")
-    for name, entry in manifest["files"].items():
-        p = path / name
-        if not p.is_file():
-            raise CheckpointError(f"{p} is missing (listed in {MANIFEST})")
-        size = p.stat().st_size
-        if size != entry["bytes"]:
-            raise CheckpointError(f"{p} is truncated or changed: {size} bytes, expected {entry['bytes']} (from {MANIFEST})")
-        if _sha256(p) != entry["sha256"]:
-            raise CheckpointError(f"{p} is corrupted: its SHA-256 differs from the one in {MANIFEST}")
+    manifest = read_artifact(path, FORMAT, error=CheckpointError, what="checkpoint")
     for required in (CONFIG, WEIGHTS):
         if required not in manifest["files"]:
             raise CheckpointError(f"{path} has no {required}")

@@ -6,6 +6,8 @@ a factorized embedding (`embedding_size` E < hidden H) and cross-layer parameter
 """
 from __future__ import annotations
 
+import math
+
 import dataclasses
 from dataclasses import dataclass
 
@@ -83,8 +85,10 @@ class BertConfig:
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {p!r}")
-        if not self.layer_norm_eps > 0:
-            raise ValueError(f"BertConfig.layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
+        for name in ("layer_norm_eps", "initializer_range"):  # nan > 0 is False; inf is not a setting
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ValueError(f"BertConfig.{name} must be a finite number > 0, got {value!r}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"BertConfig.pad_token_id must be in [0, vocab_size={self.vocab_size}), got {self.pad_token_id!r}")
         if self.embedding_size is not None and (not isinstance(self.embedding_size, int) or self.embedding_size < 1):

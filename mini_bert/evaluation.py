@@ -204,6 +204,8 @@ def fill_mask(model: nn.Module, tokenizer, text: str, k: int = 5) -> list[tuple[
 
     fill_mask(model, tok, "paris is the capital of [MASK] .") -> [("france", 0.52), ...]
     """
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= tokenizer.vocab_size:
+        raise ValueError(f"k must be a whole number from 1 to the vocabulary size {tokenizer.vocab_size}, got {k!r}")
     ids, position = _encode_with_mask(tokenizer, text)
     device = _device_of(model)
     input_ids = torch.tensor([ids], device=device)

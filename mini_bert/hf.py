@@ -356,6 +356,15 @@ def from_transformers(hf_model) -> nn.Module:
         raise ValueError("the decoder is not tied to the word embeddings (tie_word_embeddings=False); "
                          "our MLM head always ties them")
     cls = {suffix: cls for cls, suffix in HEAD_SUFFIX.items()}[suffix]
+    if cls is BertForSequenceClassification:
+        problem = getattr(hf_model.config, "problem_type", None)
+        if problem not in (None, "single_label_classification") or hf_model.config.num_labels == 1:
+            # transformers trains num_labels=1 with a mean squared error and multi-label heads with
+            # BCE; ours is single-label cross-entropy, so the converted model would train wrongly.
+            raise ValueError(f"{type(hf_model).__name__} is set up for "
+                             f"{problem or 'regression (num_labels=1)'}; mini_bert's BertForSequenceClassification "
+                             "is a single-label classifier (cross-entropy) and would train it with the wrong loss. "
+                             "Convert its encoder instead: from_transformers(hf_model.<bert|albert|roberta>)")
     if cls is BertModel:
         model = BertModel(cfg, add_pooling_layer=hf_model.pooler is not None)
     else:

@@ -73,6 +73,20 @@ def check_inputs(cfg: BertConfig, input_ids, attention_mask=None, token_type_ids
     if attention_mask is not None and attention_mask.shape not in ((B, L), (B, L, L)):
         raise ValueError(f"attention_mask has shape {tuple(attention_mask.shape)}, expected {(B, L)} "
                          f"(1 = real token, 0 = padding) or {(B, L, L)} (query x key)")
+    if attention_mask is not None and attention_mask.dtype != torch.bool and attention_mask.numel() \
+            and ((attention_mask != 0) & (attention_mask != 1)).any():
+        # An additive mask (0 = attend, -10000 or -inf = hide, what transformers builds inside its
+        # models) read as 1/0 would hide the real tokens and attend to the padding: refuse it.
+        bad = attention_mask[(attention_mask != 0) & (attention_mask != 1)][0].item()
+        raise ValueError(f"attention_mask holds {bad}: it must be 1 (attend) / 0 (padding), or bool. An additive "
+                         "mask (0 = attend, -10000 = hide) converts with attention_mask = (additive == 0).long()")
+    if attention_mask is not None and attention_mask.dim() == 2 and attention_mask.numel() \
+            and not attention_mask.bool().any(dim=1).all():
+        # A row of padding only has nothing to attend to. (It is also what an additive mask of an
+        # unpadded batch, all zeros, looks like when read as 1/0.)
+        row = int((~attention_mask.bool().any(dim=1)).nonzero()[0])
+        raise ValueError(f"attention_mask row {row} is all 0: every token of that input is padding. Use 1 for "
+                         "real tokens and 0 for padding (an additive all-zero mask means attention_mask = 1 everywhere)")
 
 
 # ----------------------------------------------------------------------------- embeddings

@@ -67,18 +67,23 @@ def build_model(recipe: Recipe, vocab_size: int) -> BertForPreTraining:
 def pretrain(recipe: Recipe = Recipe(), *, tokenizer=None, train_documents=None, eval_documents=None,
              out: str | Path | None = None, resume: str | Path | None = None, device=None,
              eval_every: int | None = None, progress: bool = True, stop_at_step: int | None = None,
-             checkpoint_every: int | None = None) -> PretrainResult:
+             checkpoint_every: int | None = None, overwrite: bool = False) -> PretrainResult:
     """Pretrain a BertForPreTraining following `recipe`, on the book's corpus by default.
 
     tokenizer: default_tokenizer(recipe.vocab_size) unless given.
     train_documents / eval_documents: load_corpus("train") / load_corpus("validation") unless given.
     out: write the checkpoint there (atomically, at the end and every `checkpoint_every` steps).
+        Checked before training: a path that holds anything but a checkpoint is refused, and a
+        checkpoint is replaced only with `overwrite=True` (or when it is the one resumed from).
     resume: a checkpoint folder written with its training state; training goes on from there.
     Returns the model, tokenizer, history, the final held-out evaluation and the unigram token
     it compares with (the most frequent training token, counted on the tokens trained on).
     """
     recipe.validate()
     parse_budget(recipe.budget)
+    if out is not None:  # before any long work: a bad --out must not cost a training run
+        same = resume is not None and Path(resume).absolute() == Path(out).absolute()
+        ckpt.check_checkpoint_destination(out, overwrite=overwrite or same)
     if tokenizer is None:
         from .tokenization import default_tokenizer
 
@@ -96,8 +101,9 @@ def pretrain(recipe: Recipe = Recipe(), *, tokenizer=None, train_documents=None,
     else:
         model = build_model(recipe, tokenizer.vocab_size)
 
-    def save(state):
-        ckpt.save_checkpoint(out, state["model"], tokenizer, state["history"], recipe, training_state=state)
+    def save(state):  # the first save may replace what the check above allowed; later ones, our own
+        ckpt.save_checkpoint(out, state["model"], tokenizer, state["history"], recipe, training_state=state,
+                             overwrite=True)
 
     history = train(model, batches, recipe, device=device, eval_data=eval_data if eval_every else None, eval_every=eval_every,
                     progress=progress, resume=saved, stop_at_step=stop_at_step,

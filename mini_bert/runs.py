@@ -4,9 +4,9 @@ An ablation asks "does this change help?". One run per setting cannot answer it:
 same recipe with different seeds already differ, so we need several seeds per setting, the same
 targets for every setting, and a statement of how sure we are. The pieces, in that order:
 
-- `code_version()`: a hash of the package's code (its syntax trees: comments and docstrings
-  left out). A trained model depends on the code that trained it, so the cache and the results
-  logs are keyed by it.
+- `code_version()` (from mini_bert.cache): a hash of the package's code (its syntax trees:
+  comments and docstrings left out). A trained model depends on the code that trained it, so the
+  cache and the results logs are keyed by it.
 - `run(recipe, seed)`: one seeded pretraining run, trained once and then loaded from the cache,
   scored on COMMON targets whatever the recipe trained on: held-out masked-token loss and accuracy
   on the validation and test splits, in 32- and 128-token "token_stream" examples with BERT's
@@ -28,11 +28,11 @@ and masking examples) uses one core anyway, so `grid` trains one single-thread r
 """
 from __future__ import annotations
 
-import ast
 import datetime
 import hashlib
 import json
 import math
+import os
 import platform
 import sys
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -42,19 +42,20 @@ from typing import Any, Sequence
 
 import torch
 
-from .cache import atomic_write_text, cache_dir, cache_key
+from .cache import (PACKAGE, atomic_write_text, artifact_lock, cache_dir, cache_key, check_writable, code_version,
+                    discard_cache_entry)
 from .checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from .data import load_corpus
 from .evaluation import evaluate_mlm
 from .examples import tokenize_documents
 from .runtime import pick_device
 from .tokenization import default_recipe, default_tokenizer, training_data_recipe
-from .batches import PretrainingData, unigram_token
+from .batches import PretrainingData
+from .heldout import most_frequent_token
 from .loop import physical_cores
 from .pretraining import pretrain
 from .recipe import Recipe
 
-PACKAGE = Path(__file__).resolve().parent
 RESULTS_DIR = PACKAGE / "results"  # the shipped logs: results/{experiment}-{scale}.json
 RESULTS_FORMAT = "mini_bert-grid/1"
 RUN_FILE = "run.json"  # beside the checkpoint in a cache entry: the scores and the provenance
@@ -79,88 +80,6 @@ DEFAULT_METRICS = ("validation.mlm@32.accuracy", "validation.mlm@128.accuracy",
 # job taking a core (load average 3.9), and the two-thread runs then took 327 s: multi-threaded
 # runs collapse when a core is taken from them, one more reason for single-thread workers.
 DEFAULT_JOBS_RULE = "one single-thread run per physical core"
-
-
-# ============================================================================================
-# The code version
-# ============================================================================================
-
-# Folders and files of the package that cannot change a trained model or its scores: the
-# exercise checkers and the notebook widgets (mini_bert/views/) only read
-# models and draw them. Paths relative to the package.
-NOT_TRAINING_CODE = ("exercises", "views")
-
-
-def source_files() -> list[Path]:
-    """The package's source files that can change a trained model or its scores, sorted by path:
-    every mini_bert/**/*.py except those under NOT_TRAINING_CODE (the exercise checkers in
-    exercises/, the widgets in views/), which only read and draw models."""
-    return sorted(p for p in PACKAGE.rglob("*.py")
-                  if p.relative_to(PACKAGE).parts[0] not in NOT_TRAINING_CODE)
-
-
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
-    """Remove the docstrings of a parsed module and of its classes and functions (the first
-    statement of their body when it is a string constant expression), in place."""
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                node.body = body[1:]
-    return tree
-
-
-def _canonical_dump(node) -> str:
-    """ast.dump's text of a tree, the same on every Python the package supports: no line numbers
-    or columns (as ast.dump), and no field that is None or an empty list. Python 3.12 added fields
-    such as type_params=[] and 3.13 stopped printing empty ones, so a plain ast.dump of the same
-    source differs between Pythons, and the shipped logs would look stale on another one."""
-    if isinstance(node, ast.AST):
-        fields = (f"{name}={_canonical_dump(value)}" for name, value in ast.iter_fields(node)
-                  if value is not None and value != [])
-        return f"{type(node).__name__}({', '.join(fields)})"
-    if isinstance(node, list):
-        return f"[{', '.join(_canonical_dump(item) for item in node)}]"
-    return repr(node)
-
-
-def behaviour_dump(source: str, filename: str = "<source>") -> str:
-    """What of a Python source determines its behaviour: its syntax tree without docstrings,
-    as text. Comments, blank lines, layout and docstrings leave it unchanged; any code edit changes it."""
-    return _canonical_dump(_strip_docstrings(ast.parse(source, filename)))
-
-
-def code_version() -> str:
-    """A short SHA-256 of the CODE of `source_files()`: for each file, in path order, its path and
-    `behaviour_dump` of its source (the syntax tree with module, class and function docstrings
-    removed; comments and layout do not survive parsing).
-
-    Not the package version: that changes only at releases, while the code behind a notebook
-    changes every day. Not the raw bytes either: a comment or docstring edit cannot change a
-    trained model, and it must neither retrain the cache nor mark the shipped results logs stale.
-    Any code edit gives a new version, so a cached run is sometimes retrained needlessly (an
-    edit that changes nothing numerically), but never reused when it should not be. The paths
-    are hashed too, so moving a module is a new version.
-    """
-    digest = hashlib.sha256()
-    for path in source_files():
-        name = path.relative_to(PACKAGE).as_posix()
-        digest.update(name.encode() + b"\0")
-        digest.update(_behaviour_digest(path.read_bytes(), name) + b"\0")
-    return digest.hexdigest()[:12]
-
-
-_BEHAVIOUR_DIGESTS: dict[bytes, bytes] = {}  # SHA-256 of a file's bytes -> SHA-256 of its behaviour_dump
-
-
-def _behaviour_digest(source: bytes, name: str) -> bytes:
-    """SHA-256 of behaviour_dump(source), remembered by the source's own hash: parsing the package
-    takes a tenth of a second, and code_version() is asked for at every run."""
-    key = hashlib.sha256(source).digest()
-    if key not in _BEHAVIOUR_DIGESTS:
-        _BEHAVIOUR_DIGESTS[key] = hashlib.sha256(behaviour_dump(source.decode("utf-8"), name).encode()).digest()
-    return _BEHAVIOUR_DIGESTS[key]
 
 
 # ============================================================================================
@@ -245,7 +164,7 @@ def score(model, tokenizer, *, lengths: Sequence[int] = (32, 128), validation_do
     if not missing:
         return result
     if unigram is None:
-        unigram = training_unigram_token(tokenizer, train_documents)
+        unigram = most_frequent_token(tokenizer, train_documents)
     tokens = {}
     for split, n in missing:
         if split not in tokens:
@@ -260,12 +179,6 @@ def score(model, tokenizer, *, lengths: Sequence[int] = (32, 128), validation_do
 def scoring_recipe(tokenizer, length: int) -> Recipe:
     """The recipe whose held-out examples `score` uses at `length` (heldout=True fixes the masking)."""
     return Recipe(vocab_size=tokenizer.vocab_size, format="token_stream", seq_len=length)
-
-
-def training_unigram_token(tokenizer, train_documents=None) -> int:
-    """The most frequent non-special token of train_documents (the training split by default)."""
-    documents = load_corpus("train") if train_documents is None else train_documents
-    return unigram_token(tokenize_documents(documents, tokenizer), tokenizer)
 
 
 def _scores_from_pretraining(recipe: Recipe, trained, lengths: Sequence[int]) -> dict:
@@ -327,27 +240,40 @@ def run(recipe: Recipe, seed: int | None = None, *, progress: bool = True, devic
     documents = dict(validation_documents=validation_documents, test_documents=test_documents,
                      train_documents=train_documents)
 
-    if path is not None and path.is_dir():
-        try:
-            ckpt = load_checkpoint(path, device=dev)
-        except CheckpointError as err:  # e.g. a write cut short by a full disk: train it again
-            print(f"the cached run {key} is unusable ({err}); training it again", file=sys.stderr)
-        else:
-            saved = _read_run_file(path) or {}
-            evaluation = score(ckpt.model, ckpt.tokenizer, lengths=score_lengths, scores=saved.get("evaluation"),
-                               **documents)
-            provenance = saved.get("provenance") or _provenance(recipe, seed, ckpt.history, dev, key, command)
-            if evaluation != saved.get("evaluation"):  # scored a length it lacked: keep it for next time
-                atomic_write_text(path / RUN_FILE, json.dumps({"evaluation": evaluation, "provenance": provenance},
-                                                              indent=1, sort_keys=True))
-            # The entry may hold lengths scored for another caller; return the ones asked for.
-            asked = {f"mlm@{n}" for n in score_lengths}
-            evaluation = {split: {k: v for k, v in tasks.items() if k in asked} for split, tasks in evaluation.items()}
-            return Run(ckpt.model, ckpt.tokenizer, ckpt.history, recipe, seed, evaluation, provenance, True, path)
+    if path is None:
+        return _train_and_score(recipe, seed, dev, key, None, documents, score_lengths, command, progress, eval_every)
+    check_writable(cache_dir(), "the cache (set MINI_BERT_CACHE to move it)")
+    # One process trains an entry; another asking for it meanwhile waits, then loads it.
+    with artifact_lock(path):
+        if path.is_dir():
+            try:
+                ckpt = load_checkpoint(path, device=dev)
+            except CheckpointError as err:  # e.g. a file changed on disk: train it again
+                print(f"the cached run {key} is unusable ({err}); training it again", file=sys.stderr)
+                discard_cache_entry(path)
+            else:
+                saved = _read_run_file(path) or {}
+                evaluation = score(ckpt.model, ckpt.tokenizer, lengths=score_lengths, scores=saved.get("evaluation"),
+                                   **documents)
+                provenance = saved.get("provenance") or _provenance(recipe, seed, ckpt.history, dev, key, command)
+                if evaluation != saved.get("evaluation"):  # scored a length it lacked: keep it for next time
+                    atomic_write_text(path / RUN_FILE, json.dumps({"evaluation": evaluation, "provenance": provenance},
+                                                                  indent=1, sort_keys=True))
+                # The entry may hold lengths scored for another caller; return the ones asked for.
+                asked = {f"mlm@{n}" for n in score_lengths}
+                evaluation = {split: {k: v for k, v in tasks.items() if k in asked} for split, tasks in evaluation.items()}
+                return Run(ckpt.model, ckpt.tokenizer, ckpt.history, recipe, seed, evaluation, provenance, True, path)
+        elif os.path.lexists(path):
+            discard_cache_entry(path)
+        return _train_and_score(recipe, seed, dev, key, path, documents, score_lengths, command, progress, eval_every)
 
+
+def _train_and_score(recipe, seed, dev, key, path, documents, score_lengths, command, progress, eval_every) -> Run:
+    """run()'s work when the cache has no usable entry: train, score, and save to `path` (unless None)."""
     tokenizer = default_tokenizer(recipe.vocab_size)
-    trained = pretrain(recipe, tokenizer=tokenizer, train_documents=train_documents,
-                       eval_documents=validation_documents, device=dev, progress=progress, eval_every=eval_every)
+    trained = pretrain(recipe, tokenizer=tokenizer, train_documents=documents["train_documents"],
+                       eval_documents=documents["validation_documents"], device=dev, progress=progress,
+                       eval_every=eval_every)
     trained.model.eval()
     evaluation = score(trained.model, tokenizer, lengths=score_lengths, unigram=trained.unigram_token,
                        scores=_scores_from_pretraining(recipe, trained, score_lengths), **documents)
@@ -541,6 +467,8 @@ def grid_command(name: str, seeds: Sequence[int], scale: str, *, arms: Sequence[
 def grid_documents(max_docs: int | None) -> dict:
     """The document lists of a quick grid: the first max_docs training articles and max_docs // 8
     of each held-out split (as `pretrain --max-docs`); the whole splits when max_docs is None."""
+    if max_docs is not None and (isinstance(max_docs, bool) or not isinstance(max_docs, int) or max_docs < 1):
+        raise ValueError(f"max_docs must be None (all the articles) or a whole number >= 1, got {max_docs!r}")
     if not max_docs:
         return {}
     held_out = max(1, max_docs // 8)

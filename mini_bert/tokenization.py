@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from .cache import atomic_write_text, cache_dir, cache_key
+from .cache import atomic_write_text, cache_key, cached_artifact, code_version
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 # Every vocabulary we build starts with these, in this order (so [PAD] is id 0, which is what
@@ -247,6 +247,12 @@ def _check_text(text, what: str = "text") -> None:
     if not isinstance(text, str):
         hint = " For a list of texts use encode_batch(texts)." if isinstance(text, (list, tuple)) else ""
         raise ValueError(f"{what} must be a str, got {type(text).__name__}.{hint}")
+    try:  # a lone surrogate (half of a UTF-16 pair, or bytes decoded with errors="surrogateescape")
+        text.encode("utf-8")  # is not text: the fast tokenizer refuses it, so must we
+    except UnicodeEncodeError as err:
+        raise ValueError(f"{what} holds a lone surrogate {text[err.start]!r} at index {err.start}, which is not "
+                         "valid Unicode; repair the text first, e.g. text.encode('utf-8', 'replace').decode('utf-8')"
+                         ) from None
 
 
 def _build_encoding(first: list[int], second: list[int] | None, cls_id: int, sep_id: int, pad_id: int,
@@ -760,21 +766,26 @@ def default_recipe(vocab_size: int = 8192) -> dict:
     }
 
 
+VOCAB_FORMAT = "mini_bert-wordpiece-vocab/1"  # a cache entry: vocab.txt and its manifest
+
+
 def recipe_key(recipe: dict) -> str:
-    """The cache key of a vocabulary recipe (see mini_bert.cache.cache_key)."""
-    return cache_key("wordpiece-vocab", **recipe)
+    """The cache key of a vocabulary recipe: the recipe and the code that trains it (this module
+    and what it imports; see mini_bert.cache.cache_key)."""
+    return cache_key("wordpiece-vocab", code=code_version(__name__.rpartition(".")[2]), **recipe)
 
 
 def default_vocab(vocab_size: int = 8192) -> Path:
     """Path of the book's default vocab.txt, trained on the training split on first use, then
-    loaded from the cache. Deterministic: the same recipe gives the same file on every machine."""
+    loaded from the cache (checked against its SHA-256 on every load: a damaged file is trained
+    again). Deterministic: the same recipe gives the same file on every machine."""
     recipe = default_recipe(vocab_size)
-    path = cache_dir() / f"{recipe_key(recipe)}.vocab.txt"
-    if not path.is_file():
-        tok = train_wordpiece(training_sentences(), vocab_size, lowercase=recipe["lowercase"], method=recipe["method"],
-                              min_frequency=recipe["min_frequency"])
-        tok.save(path)
-    return path
+
+    def build(folder: Path) -> None:
+        train_wordpiece(training_sentences(), vocab_size, lowercase=recipe["lowercase"], method=recipe["method"],
+                        min_frequency=recipe["min_frequency"]).save(folder / "vocab.txt")
+
+    return cached_artifact(recipe_key(recipe), build, format=VOCAB_FORMAT) / "vocab.txt"
 
 
 def default_tokenizer(vocab_size: int = 8192) -> WordPieceTokenizer:

@@ -194,7 +194,10 @@ def test_save_and_load(tok, tmp_path):
 def test_default_bpe_is_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("MINI_BERT_CACHE", str(tmp_path))
     first = default_bpe_tokenizer(vocab_size=400)
-    assert first.vocab_size == 400 and len(list(tmp_path.iterdir())) == 2
+    [entry] = [p for p in tmp_path.iterdir() if not p.name.startswith(".")]  # (.locks/ beside it)
+    assert first.vocab_size == 400 and entry.name.startswith("bpe-vocab-")
+    assert sorted(p.name for p in entry.iterdir()) == ["manifest.json", "merges.txt", "vocab.json"]
+    real_train = bpe.train_bpe
 
     def no_training(*args, **kwargs):
         raise AssertionError("the second call must load from the cache")
@@ -202,9 +205,17 @@ def test_default_bpe_is_cached(tmp_path, monkeypatch):
     monkeypatch.setattr(bpe, "train_bpe", no_training)
     second = default_bpe_tokenizer(vocab_size=400)
     assert second.merges == first.merges and second.vocab == first.vocab
+    # A damaged entry (a merges file cut short) is noticed by its checksum and trained again.
+    merges = entry / "merges.txt"
+    merges.write_text(merges.read_text()[:200])
+    with pytest.raises(AssertionError, match="must load from the cache"):
+        default_bpe_tokenizer(vocab_size=400)  # it tried to train again
+    monkeypatch.setattr(bpe, "train_bpe", real_train)
+    third = default_bpe_tokenizer(vocab_size=400)
+    assert third.merges == first.merges and third.vocab == first.vocab
     recipe = default_bpe_recipe(400)
-    assert cache_key("bpe-vocab", **recipe) != cache_key("bpe-vocab", **default_bpe_recipe(8192))
-    assert cache_key("bpe-vocab", **recipe) != cache_key("bpe-vocab", **{**recipe, "min_frequency": 3})
+    assert cache_key("bpe-vocab", code="c", **recipe) != cache_key("bpe-vocab", code="c", **default_bpe_recipe(8192))
+    assert cache_key("bpe-vocab", code="c", **recipe) != cache_key("bpe-vocab", code="c", **{**recipe, "min_frequency": 3})
 
 
 # ---------------------------------------------------------------------------------------------

@@ -70,7 +70,11 @@ def test_shared_albert_layers_are_stored_once_and_stay_shared(tmp_path):
 
 def test_saving_again_replaces_the_checkpoint(tmp_path):
     save_checkpoint(tmp_path / "c", model_of(), history={"step": [1]})
-    save_checkpoint(tmp_path / "c", model_of(), history={"step": [1, 2]})
+    with pytest.raises(CheckpointError, match=r"already holds a mini_bert-checkpoint/1 artifact; pass overwrite=True "
+                                              r"\(--overwrite\) to replace it"):
+        save_checkpoint(tmp_path / "c", model_of(), history={"step": [1, 2]})
+    assert load_checkpoint(tmp_path / "c").history == {"step": [1]}
+    save_checkpoint(tmp_path / "c", model_of(), history={"step": [1, 2]}, overwrite=True)
     assert load_checkpoint(tmp_path / "c").history == {"step": [1, 2]}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
 
@@ -83,7 +87,7 @@ def test_a_failed_save_leaves_the_old_checkpoint(tmp_path):
             raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        save_checkpoint(tmp_path / "c", model_of(), Broken(), history={"step": [1, 2]})
+        save_checkpoint(tmp_path / "c", model_of(), Broken(), history={"step": [1, 2]}, overwrite=True)
     assert load_checkpoint(tmp_path / "c").history == {"step": [1]}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
 
@@ -143,4 +147,115 @@ def test_tokenizer_must_match_the_model(tmp_path, tokenizer):
     small = WordPieceTokenizer(tokenizer.ids_to_tokens[:40])
     path = save_checkpoint(tmp_path / "d", model_of(), small)
     with pytest.raises(CheckpointError, match=r"vocab\.txt has 40 tokens but config\.json says vocab_size=64"):
+        load_checkpoint(path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data safety: nothing but our own checkpoints is ever replaced; interrupted writes recover
+# ---------------------------------------------------------------------------------------------
+
+def test_a_folder_of_your_own_or_a_file_is_never_replaced(tmp_path):
+    documents = tmp_path / "documents"
+    (documents / "sub").mkdir(parents=True)
+    (documents / "thesis.txt").write_text("four years of work")
+    (documents / "sub" / "data.csv").write_text("1,2,3")
+    single = tmp_path / "notes.txt"
+    single.write_text("keep me")
+    for target in (documents, single):
+        for overwrite in (False, True):  # --overwrite replaces a checkpoint, nothing else
+            with pytest.raises(CheckpointError, match=r"exists and is a (folder|file), not a mini_bert-checkpoint/1 "
+                                                      r"artifact .*refusing to replace it"):
+                save_checkpoint(target, model_of(), overwrite=overwrite)
+    assert (documents / "thesis.txt").read_text() == "four years of work"
+    assert (documents / "sub" / "data.csv").read_text() == "1,2,3" and single.read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["documents", "notes.txt"]  # no leftovers either
+
+
+def test_an_unwritable_destination_is_reported_before_any_work(tmp_path):
+    from mini_bert.checkpoint import check_checkpoint_destination
+
+    with pytest.raises(ValueError, match=r"cannot write .* in /proc/x .*choose a writable folder"):
+        check_checkpoint_destination("/proc/x/ckpt")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match=r"cannot write .* in .*a-file"):
+        check_checkpoint_destination(blocker / "ckpt")
+    check_checkpoint_destination(tmp_path / "new" / "deeper" / "ckpt")  # fine, and the check made no folder
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_crash_between_the_two_renames_is_recovered(tmp_path, monkeypatch):
+    """The replacement moves the old checkpoint aside, then the new one in; a crash between the two
+    leaves nothing at the path. The next reader puts the old checkpoint back."""
+    import os
+
+    from mini_bert import cache
+
+    path = save_checkpoint(tmp_path / "c", model_of(), history={"step": [1]})
+    real_replace = os.replace
+
+    def crash_on_the_second_rename(src, dst):
+        if str(dst) == str(path):  # the new checkpoint moving in, after the old one moved out
+            raise KeyboardInterrupt("power cut")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(cache.os, "replace", crash_on_the_second_rename)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, model_of(), history={"step": [1, 2]}, overwrite=True)
+    monkeypatch.setattr(cache.os, "replace", real_replace)
+    assert not path.exists() and any(p.name.startswith(".c.old-") for p in tmp_path.iterdir())
+    assert load_checkpoint(path).history == {"step": [1]}  # recovered on reading
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+
+
+def test_leftovers_of_interrupted_writes_are_removed_by_the_next_write(tmp_path):
+    (tmp_path / ".c.tmp-abc123").mkdir()
+    (tmp_path / ".c.tmp-abc123" / "model.safetensors").write_bytes(b"half")
+    (tmp_path / ".c.old-def456" / "previous").mkdir(parents=True)
+    save_checkpoint(tmp_path / "c", model_of())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+
+
+@pytest.mark.parametrize("manifest, message", [
+    ({"format": "mini_bert-checkpoint/1"}, "no list of files"),
+    ({"format": "mini_bert-checkpoint/1", "files": {"../outside.txt": {"bytes": 1, "sha256": "0"}}},
+     r"names '\.\./outside\.txt', which is not a file of this folder"),
+    ({"format": "mini_bert-checkpoint/1", "files": {"/etc/passwd": {"bytes": 1, "sha256": "0"}}},
+     "which is not a file of this folder"),
+    ({"format": "mini_bert-checkpoint/1", "files": ["config.json"]}, "no list of files"),
+    ([1, 2], "unknown format"),
+])
+def test_a_damaged_manifest_is_a_checkpoint_error_not_a_crash(tmp_path, manifest, message):
+    path = save_checkpoint(tmp_path / "c", model_of())
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(path)
+
+
+def test_updating_the_evaluation_rewrites_the_checkpoint_as_a_whole(tmp_path, monkeypatch):
+    from mini_bert import cache
+    from mini_bert.checkpoint import update_evaluation
+
+    path = save_checkpoint(tmp_path / "c", model_of(), history={"step": [1]}, evaluation={"accuracy": 0.1})
+    update_evaluation(path, {"accuracy": 0.3})
+    ckpt = load_checkpoint(path)
+    assert ckpt.evaluation == {"accuracy": 0.3} and ckpt.history == {"step": [1]}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+
+    def power_cut(*args, **kwargs):
+        raise KeyboardInterrupt("power cut while writing")
+
+    monkeypatch.setattr(cache, "write_manifest", power_cut)  # the new copy dies before its manifest
+    with pytest.raises(KeyboardInterrupt):
+        update_evaluation(path, {"accuracy": 0.9})
+    assert load_checkpoint(path).evaluation == {"accuracy": 0.3}  # the old checkpoint, whole
+
+
+def test_a_changed_file_of_the_same_size_is_caught_by_its_checksum(tmp_path):
+    path = save_checkpoint(tmp_path / "c", model_of())
+    weights = path / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1  # one bit of the last weight: same size, other content
+    weights.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=r"model\.safetensors is corrupted: its SHA-256 differs"):
         load_checkpoint(path)

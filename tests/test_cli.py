@@ -90,3 +90,93 @@ def test_flags_left_out_keep_the_default_recipe():
     sop = _recipe_from_args(build_parser().parse_args(["pretrain", "--objective", "sop", "--hidden-size", "64"]))
     assert sop.seq_len == 128 and sop.model["hidden_size"] == 64 and sop.model["intermediate_size"] == 256
     assert sop.model["initializer_range"] == Recipe().model["initializer_range"]  # the override keeps the rest
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["pretrain", "--max-docs", "0"], "--max-docs: expected a whole number >= 1, got 0"),  # 0 meant "all"
+    (["pretrain", "--max-docs", "-5"], "--max-docs: expected a whole number >= 1, got -5"),
+    (["pretrain", "--threads", "-1"], "--threads: expected a whole number >= 1, got -1"),
+    (["pretrain", "--batch-size", "two"], "--batch-size: expected a whole number >= 1, got 'two'"),
+    (["pretrain", "--whole-word", "--span"], "argument --span: not allowed with argument --whole-word"),
+    (["pretrain", "--device", "gpu"], "unknown device 'gpu': use cpu, cuda, cuda:N or mps"),
+    (["fill-mask", "ckpt", "the [MASK] .", "-k", "0"], "-k: expected a whole number >= 1, got 0"),
+    (["evaluate", "ckpt", "--max-docs", "0"], "--max-docs: expected a whole number >= 1, got 0"),
+    (["grid", "smoke", "--jobs", "0"], "--jobs: expected a whole number >= 1, got 0"),
+    (["grid", "smoke", "--threads", "-1"], "--threads: expected a whole number >= 1, got -1"),
+])
+def test_bad_flags_are_refused_before_anything_runs(argv, message, capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_device_this_machine_lacks_is_named():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    with pytest.raises(SystemExit):
+        main(["pretrain", "--device", "cuda"])
+
+
+def test_pretrain_checks_out_before_training_and_never_replaces_your_files(trained, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from mini_bert import pretraining
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before checking --out")
+
+    documents = tmp_path / "documents"
+    documents.mkdir()
+    (documents / "thesis.txt").write_text("mine")
+    monkeypatch.setattr(pretraining, "train", no_training)
+    monkeypatch.chdir(tmp_path)
+    for out, message in ((str(documents), "exists and is a folder, not a mini_bert-checkpoint/1 artifact"),
+                         (".", "exists and is a folder"),
+                         (str(documents / "thesis.txt"), "exists and is a file"),
+                         ("/proc/x/run", "cannot write run in /proc/x"),
+                         (str(trained[0]), "already holds a mini_bert-checkpoint/1 artifact; pass overwrite=True "
+                                           "(--overwrite)")):
+        assert main(["pretrain", *SMALL, "--budget", "2", "--out", out]) == 2, out
+        assert message in capsys.readouterr().err, out
+    assert (documents / "thesis.txt").read_text() == "mine" and sorted(os.listdir(tmp_path)) == ["documents"]
+    # --overwrite replaces a checkpoint (and only a checkpoint: the folder above stays refused).
+    monkeypatch.undo()
+    ours = tmp_path / "ours"
+    shutil.copytree(trained[0], ours)
+    assert main(["pretrain", *SMALL, "--budget", "2", "--out", str(ours), "--overwrite"]) == 0
+    assert load_checkpoint(ours).recipe["budget"] == "2"
+    assert main(["pretrain", *SMALL, "--budget", "2", "--out", str(documents), "--overwrite"]) == 2
+    assert "refusing to replace it" in capsys.readouterr().err
+
+
+def test_finetune_a_checkpoint_ends_with_its_test_accuracy(trained, capsys):
+    out, _ = trained
+    argv = ["finetune", "--init", str(out), "--labels", "40", "--epochs", "1", "--max-length", "32",
+            "--batch-size", "8", "--threads", "1", "--no-progress"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert re.match(r"^test accuracy: [01]\.\d{3}$", lines[-1]) and re.match(r"^test macro-F1: [01]\.\d{3}$", lines[-2])
+    assert lines[0].startswith("task: topic, 11 labels; 40 training, ") and lines[1].startswith("always the majority class: test accuracy ")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["finetune", "--init", "bert-huge"], "--init must be one of scratch, tiny-wiki, minilm or a checkpoint folder"),
+    (["finetune", "--lr", "0"], "lr must be a positive finite number"),
+])
+def test_finetune_names_bad_settings(argv, message, capsys):
+    assert main(argv + ["--no-progress"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_finetune_refuses_fp16_without_cuda_before_loading_anything(capsys, monkeypatch):
+    import torch
+
+    from mini_bert import finetuning
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    monkeypatch.setattr(finetuning, "load_encoder", lambda *a, **k: pytest.fail("loaded before checking --amp"))
+    assert main(["finetune", "--amp", "fp16", "--no-progress"]) == 2
+    assert "amp='fp16' needs CUDA" in capsys.readouterr().err

@@ -42,7 +42,12 @@ def test_unknown_field_is_named():
     (dict(hidden_dropout_prob=1.0), "hidden_dropout_prob must be in \\[0, 1\\)"),
     (dict(pad_token_id=10, vocab_size=10), "pad_token_id must be in"),
     (dict(embedding_size=0), "embedding_size must be None"),
-    (dict(layer_norm_eps=0.0), "layer_norm_eps must be > 0"),
+    (dict(layer_norm_eps=0.0), "layer_norm_eps must be a finite number > 0"),
+    (dict(layer_norm_eps=float("inf")), "layer_norm_eps must be a finite number > 0"),
+    (dict(layer_norm_eps=float("nan")), "layer_norm_eps must be a finite number > 0"),
+    (dict(initializer_range=float("nan")), "initializer_range must be a finite number > 0"),
+    (dict(initializer_range=-0.02), "initializer_range must be a finite number > 0"),
+    (dict(hidden_dropout_prob=float("nan")), "hidden_dropout_prob must be in"),
     (dict(type_vocab_size=-1), "type_vocab_size must be an integer >= 0"),
 ])
 def test_impossible_configs_raise_naming_the_field(changes, field):

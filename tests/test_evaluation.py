@@ -156,3 +156,17 @@ def test_sentence_probes_use_the_head_or_a_probe(tokenizer, docs):
         sentence_probe(trained, sop_test, "sop", objective="nsp")
     with pytest.raises(ValueError, match="task must be"):
         sentence_probe(trained, sop_test, "mlm")
+
+
+@pytest.mark.parametrize("k", [0, -1, 2.5, True, 10**9])
+def test_fill_mask_refuses_a_k_that_would_print_nothing_or_crash(model, tokenizer, k):
+    with pytest.raises(ValueError, match=r"k must be a whole number from 1 to the vocabulary size"):
+        fill_mask(model, tokenizer, "the [MASK] .", k=k)
+
+
+@pytest.mark.parametrize("max_docs", [0, -5])
+def test_a_grid_on_zero_or_negative_articles_is_refused(max_docs):
+    from mini_bert.runs import grid_documents
+
+    with pytest.raises(ValueError, match="max_docs must be None .* or a whole number >= 1"):
+        grid_documents(max_docs)

@@ -304,3 +304,15 @@ def test_missing_transformers_says_how_to_install(monkeypatch):
         hf.config_to_transformers(BertConfig.from_preset("tiny"))
     with pytest.raises(ImportError, match="pip install transformers"):
         hf.to_transformers(BertModel(BertConfig.from_preset("tiny", num_hidden_layers=1)))
+
+
+@pytest.mark.parametrize("changes, kind", [(dict(num_labels=1), "regression"),
+                                           (dict(problem_type="regression", num_labels=3), "regression"),
+                                           (dict(problem_type="multi_label_classification", num_labels=3),
+                                            "multi_label_classification")])
+def test_a_regression_or_multi_label_classifier_is_refused_not_trained_with_the_wrong_loss(changes, kind):
+    theirs = hf_model("bert-odd", "ForSequenceClassification", **changes)
+    with pytest.raises(ValueError, match=rf"set up for {kind}.*single-label classifier \(cross-entropy\).*"
+                                         r"from_transformers\(hf_model\.<bert"):
+        hf.from_transformers(theirs)
+    assert isinstance(hf.from_transformers(theirs.bert), BertModel)  # the encoder converts

@@ -210,3 +210,43 @@ def test_pretraining_model_starts_from_the_same_encoder_as_bert_model():
             if name in encoder:
                 assert torch.equal(tensor, encoder[name]), (cls.__name__, name)
         assert torch.equal(model.mlm.bias, torch.zeros(97)) and model.mlm.dense.weight.std() > 0
+
+
+@pytest.mark.parametrize("additive", [-10000.0, float("-inf"), torch.finfo(torch.float32).min])
+def test_an_additive_mask_is_refused_not_read_as_its_inverse(additive):
+    """transformers builds additive masks (0 = attend, -10000 = hide) inside its models; read as 1/0
+    such a mask would hide every real token and attend to the padding."""
+    model = BertModel(tiny()).eval()
+    ids, mask, types = batch()
+    extended = (1.0 - mask.float()) * additive if additive != float("-inf") else \
+        torch.where(mask.bool(), 0.0, float("-inf"))
+    with pytest.raises(ValueError, match=r"attention_mask holds .*must be 1 \(attend\) / 0 \(padding\).*"
+                                         r"attention_mask = \(additive == 0\)\.long\(\)"):
+        model(ids, extended, types)
+    fixed = model(ids, (extended == 0).long(), types).last_hidden_state
+    assert torch.equal(fixed, model(ids, mask, types).last_hidden_state)
+    for ok in (mask, mask.bool(), mask.float()):  # 1/0 in any dtype, and bool, are fine
+        assert torch.equal(model(ids, ok, types).last_hidden_state, fixed)
+
+
+@pytest.mark.parametrize("masked_only", [False, True])
+def test_a_batch_without_masked_targets_has_loss_zero_not_nan(masked_only):
+    seed_everything(7)
+    model = BertForPreTraining(tiny())
+    ids, mask, types = batch()
+    out = model(ids, mask, types, mlm_labels=torch.full_like(ids, IGNORE_INDEX), masked_only=masked_only)
+    assert out.mlm_loss.item() == 0.0 and out.loss.item() == 0.0
+    out.loss.backward()  # and it still backpropagates (zero gradients), instead of NaN everywhere
+    assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_a_row_of_padding_only_is_refused():
+    """Such a row has nothing to attend to; it is also what an unpadded batch's additive mask
+    (all zeros) looks like when read as 1/0."""
+    model = BertModel(tiny()).eval()
+    ids, mask, types = batch()
+    with pytest.raises(ValueError, match=r"attention_mask row 0 is all 0: every token of that input is padding"):
+        model(ids, torch.zeros_like(mask), types)
+    mask[2] = 0
+    with pytest.raises(ValueError, match=r"attention_mask row 2 is all 0"):
+        model(ids, mask, types)

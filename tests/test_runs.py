@@ -9,7 +9,7 @@ import shutil
 import pytest
 import torch
 
-from mini_bert import runs
+from mini_bert import cache as mb_cache, runs
 from mini_bert.__main__ import build_parser, main
 from mini_bert.data import load_corpus
 from mini_bert.runs import (
@@ -51,8 +51,9 @@ def cache(vocab_cache, tmp_path, monkeypatch):
     """A fresh, empty run cache for one test (the vocabulary copied in, so it is not trained again)."""
     folder = tmp_path / "cache"
     folder.mkdir()
-    for vocab in vocab_cache.iterdir():
-        shutil.copy(vocab, folder / vocab.name)
+    for vocab in vocab_cache.iterdir():  # a folder per vocabulary (and .locks/, not needed)
+        if not vocab.name.startswith("."):
+            shutil.copytree(vocab, folder / vocab.name)
     monkeypatch.setenv("MINI_BERT_CACHE", str(folder))
     return folder
 
@@ -95,18 +96,22 @@ def quick_grid(path, seeds=2, **kwargs):
 def test_code_version_follows_the_content_of_the_training_code(tmp_path, monkeypatch):
     version = code_version()
     assert len(version) == 12 and int(version, 16) >= 0 and code_version() == version
-    names = {p.relative_to(runs.PACKAGE).as_posix() for p in runs.source_files()}
+    names = {p.relative_to(mb_cache.PACKAGE).as_posix() for p in mb_cache.source_files()}
     assert {"recipe.py", "loop.py", "model.py", "masking.py", "runs.py"} <= names
+    # Code a run never imports cannot change one: the views, the checkers, the transformers bridge.
     assert not any(n.startswith(("exercises/", "views/")) for n in names)
+    assert not {"hf.py", "minilm.py", "inspection.py", "__main__.py"} & names
 
     copy = tmp_path / "mini_bert"
-    shutil.copytree(runs.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "results"))
-    monkeypatch.setattr(runs, "PACKAGE", copy)
+    shutil.copytree(mb_cache.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "results"))
+    monkeypatch.setattr(mb_cache, "PACKAGE", copy)
     assert code_version() == version  # the same content elsewhere: the same version
     (copy / "views").mkdir(exist_ok=True)
     (copy / "views" / "extra_view.py").write_text("def draw():\n    return 2\n")
     (copy / "exercises").mkdir(exist_ok=True)
     (copy / "exercises" / "extra_check.py").write_text("CHECK = 3\n")
+    (copy / "finetuning_draft.py").write_text("from .runs import pretrained\n")  # a new module that uses runs
+    (copy / "hf.py").write_text((copy / "hf.py").read_text() + "\nEXTRA = 1\n")
     assert code_version() == version
     training = copy / "recipe.py"
     source = training.read_text()
@@ -164,31 +169,31 @@ def test_comments_docstrings_and_layout_keep_the_code_version_code_changes_it(ed
     (package / "sub").mkdir(parents=True)
     (package / "mod.py").write_text(SMALL_MODULE)
     (package / "sub" / "__init__.py").write_text('"""A sub-package."""\nVALUE = 1\n')
-    monkeypatch.setattr(runs, "PACKAGE", package)
-    version = code_version()
+    monkeypatch.setattr(mb_cache, "PACKAGE", package)
+    version = code_version("mod")
     edited = edit(SMALL_MODULE)
     assert edited != SMALL_MODULE  # the edit applies
     (package / "mod.py").write_text(edited)
-    assert (code_version() == version) is same
+    assert (code_version("mod") == version) is same
 
 
 def test_moving_a_module_is_a_new_code_version(tmp_path, monkeypatch):
     package = tmp_path / "small"
     package.mkdir()
     (package / "mod.py").write_text(SMALL_MODULE)
-    monkeypatch.setattr(runs, "PACKAGE", package)
-    version = code_version()
+    monkeypatch.setattr(mb_cache, "PACKAGE", package)
+    version = code_version("mod")
     (package / "mod.py").rename(package / "moved.py")
-    assert code_version() != version
+    assert code_version("moved") != version  # the same code under another path
 
 
 def test_behaviour_dump_leaves_out_docstrings_comments_and_empty_fields():
-    dump = runs.behaviour_dump(SMALL_MODULE)
+    dump = mb_cache.behaviour_dump(SMALL_MODULE)
     assert "docstring" not in dump and "comment" not in dump and "lineno" not in dump
     assert "type_params" not in dump and "=[]" not in dump and "=None" not in dump
     assert "RATE" in dump and "0.5" in dump and "Scaler" in dump
     # The same tree as the standard ast.dump would show it, up to the fields left out.
-    assert runs.behaviour_dump("x = f(1)\n") == ("Module(body=[Assign(targets=[Name(id='x', ctx=Store())], "
+    assert mb_cache.behaviour_dump("x = f(1)\n") == ("Module(body=[Assign(targets=[Name(id='x', ctx=Store())], "
                                                  "value=Call(func=Name(id='f', ctx=Load()), args=[Constant(value=1)]))])")
 
 
@@ -261,12 +266,23 @@ def test_changed_code_trains_again(cache, docs, monkeypatch):
     assert not again.from_cache and len(calls) == 2 and again.provenance["code_version"] == "0123456789ab"
 
 
-def test_a_damaged_cache_entry_is_trained_again(cache, docs, capsys):
+@pytest.mark.parametrize("damage", ["truncated weights", "manifest without files", "no manifest", "a file"])
+def test_a_damaged_cache_entry_is_trained_again(cache, docs, capsys, damage):
+    import shutil
+
     first = quick(**docs)
-    weights = first.path / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[:100])  # cut short, as by a full disk
+    weights, manifest = first.path / "model.safetensors", first.path / "manifest.json"
+    if damage == "truncated weights":
+        weights.write_bytes(weights.read_bytes()[:100])  # cut short, as by a full disk
+    elif damage == "manifest without files":  # used to fail with KeyError forever
+        manifest.write_text(json.dumps({"format": "mini_bert-checkpoint/1"}))
+    elif damage == "no manifest":
+        manifest.unlink()
+    else:
+        shutil.rmtree(first.path)
+        first.path.write_text("not a folder")
     again = quick(**docs)
-    assert not again.from_cache and "unusable" in capsys.readouterr().err
+    assert not again.from_cache and ("unusable" in capsys.readouterr().err or damage == "a file")
     assert again.metrics == pytest.approx(first.metrics, abs=1e-6)
     assert quick(**docs).from_cache
 
@@ -333,7 +349,7 @@ def test_a_logged_run_reproduces_without_the_cache(cache, tmp_path, monkeypatch)
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     for vocab in cache.glob("wordpiece-vocab-*"):
-        shutil.copy(vocab, fresh / vocab.name)
+        shutil.copytree(vocab, fresh / vocab.name)
     monkeypatch.setenv("MINI_BERT_CACHE", str(fresh))
     recipe = arm_recipe(EXPERIMENTS["smoke"], "mask-25", "cpu")
     assert runs._plain(recipe.to_dict()) == record["recipe"]

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from mini_bert import tokenization as tk
+from mini_bert import cache as tk_cache, tokenization as tk
 from mini_bert.data import load_corpus
 from mini_bert.tokenization import (
     Encoding,
@@ -265,7 +265,7 @@ def test_save_and_load_roundtrip(tmp_path, sentences):
 
 def test_default_vocab_is_cached(default_in_tmp_cache, monkeypatch):
     path = default_in_tmp_cache
-    assert path.is_file() and path.parent == tk.cache_dir()
+    assert path.is_file() and path.parent.parent == tk_cache.cache_dir() and path.parent.name.startswith("wordpiece-vocab-")
     tok = default_tokenizer(8192)
     assert tok.vocab_size == 8192
     assert (tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id) == (0, 1, 2, 3, 4)
@@ -333,6 +333,18 @@ def test_vocab_without_special_tokens(tmp_path):
         WordPieceTokenizer.from_vocab_file(tmp_path / "vocab.txt")
     with pytest.raises(ValueError, match="duplicate"):
         WordPieceTokenizer([*tk.SPECIAL_TOKENS, "a", "a"])
+
+
+def test_a_lone_surrogate_is_refused_by_both_encoders_like_the_reference(bert, reference):
+    text = "caf\udce9 au lait"  # b"caf\xe9" decoded with errors="surrogateescape"
+    message = r"holds a lone surrogate '\\udce9' at index 3, which is not valid Unicode"
+    for encode in (bert.encode, lambda t: bert.encode_batch([t], fast=True), lambda t: bert.encode_batch([t], fast=False)):
+        with pytest.raises(ValueError, match=message):
+            encode(text)
+    with pytest.raises(TypeError):  # the Rust tokenizer cannot take it either (it used to map to [UNK] here)
+        reference.encode(text)
+    repaired = text.encode("utf-8", "replace").decode("utf-8")  # the fix the message gives
+    assert bert.encode(repaired) == reference.encode(repaired, add_special_tokens=False).ids
 
 
 def test_non_string_input(bert):

@@ -325,3 +325,19 @@ def test_training_and_evaluation_share_one_masked_lm_loss(docs, tokenizer):
     # The model's own (transformers-style) mean loss is the same number.
     out = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], mlm_labels=batch["mlm_labels"])
     assert out.mlm_loss.item() == pytest.approx(result.loss_sum.item() / result.count, rel=1e-6)
+
+
+def test_autocast_modes_on_the_cpu():
+    from mini_bert.loop import autocast_context
+
+    cpu = torch.device("cpu")
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    for amp in ("off", "auto"):  # the book trains in fp32 on the CPU
+        context, scaler = autocast_context(cpu, amp)
+        with context():
+            assert (a @ b).dtype == torch.float32 and scaler is None
+    context, scaler = autocast_context(cpu, "bf16")  # asked for: bf16 on the CPU too (it used to be ignored)
+    with context():
+        assert (a @ b).dtype == torch.bfloat16 and scaler is None
+    with pytest.raises(ValueError, match="amp='fp16' needs CUDA"):
+        autocast_context(cpu, "fp16")
