@@ -352,18 +352,9 @@ def encode_windows(tokenizer, examples: Sequence[tuple[str, int]], max_length: i
     return Windows(data, torch.tensor(text_of), torch.tensor([int(label) for _, label in examples]))
 
 
-@torch.no_grad()
 def window_logits(model: nn.Module, windows: Windows, batch_size: int = 64) -> torch.Tensor:
     """One row of logits per text: the mean of its windows' logits."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    logits = []
-    for start in range(0, len(windows.data), batch_size):
-        batch = {k: v.to(device) for k, v in windows.data.batch(slice(start, start + batch_size)).items()}
-        logits.append(model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).float().cpu())
-    model.train(was_training)
-    logits = torch.cat(logits)
+    logits = torch.cat([batch.float() for batch in batched_logits(model, windows.data, batch_size)])
     summed = torch.zeros(len(windows), logits.shape[1]).index_add_(0, windows.text_of, logits)
     return summed / torch.bincount(windows.text_of, minlength=len(windows)).unsqueeze(1)
 
@@ -493,20 +484,27 @@ def linear_schedule(step: int, total: int, warmup: float) -> float:
 
 
 @torch.no_grad()
-def predict(model: nn.Module, data: TaskData, batch_size: int = 64) -> torch.Tensor:
-    """The predicted label of every example (N,) or token (N, L), in eval mode."""
+def batched_logits(model: nn.Module, data: TaskData, batch_size: int = 64) -> list[torch.Tensor]:
+    """The model's logits on `data`, batch by batch (on the CPU), in eval mode."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
-    predictions = []
+    logits = []
     for start in range(0, len(data), batch_size):
         batch = {k: v.to(device) for k, v in data.batch(slice(start, start + batch_size)).items()}
-        logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-        predicted = logits.argmax(-1).cpu()
+        logits.append(model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).cpu())
+    model.train(was_training)
+    return logits
+
+
+def predict(model: nn.Module, data: TaskData, batch_size: int = 64) -> torch.Tensor:
+    """The predicted label of every example (N,) or token (N, L), in eval mode."""
+    predictions = []
+    for logits in batched_logits(model, data, batch_size):
+        predicted = logits.argmax(-1)
         if predicted.dim() == 2:  # pad back to the data's width so that rows stack
             predicted = F.pad(predicted, (0, data.labels.shape[1] - predicted.shape[1]), value=IGNORE_INDEX)
         predictions.append(predicted)
-    model.train(was_training)
     return torch.cat(predictions)
 
 
