@@ -6,6 +6,7 @@ Subcommands:
   fill-mask  top-k completions of a sentence with one [MASK]
   grid       an experiment's arms x seeds (resumable), with mean, spread and paired differences
   finetune   fine-tune an encoder on a downstream task and report its test accuracy
+  finetune-grid  a fine-tuning study: arms x seeds into a results log
 
 Budgets (--budget): `500` = 500 optimiser steps; `300s`, `5m`, `5min`, `1h` = wall-clock
 training time; `2M`, `500k`, `2Mtok` = input tokens (lower-case m = minutes, upper-case M =
@@ -178,7 +179,7 @@ def cmd_finetune(args) -> int:
 
     import torch
 
-    from .finetuning import FinetuneConfig, evaluate, finetune, load_encoder, majority_baseline, make_head, topic_task
+    from .finetuning import FinetuneConfig, evaluate, finetune, load_encoder, load_task, majority_baseline, make_head
     from .loop import autocast_context
     from .runtime import pick_device
 
@@ -190,20 +191,35 @@ def cmd_finetune(args) -> int:
     autocast_context(device, config.amp)  # e.g. fp16 without CUDA: refused before any loading or training
     encoder, tokenizer = load_encoder(args.init, seed=args.seed, progress=not args.no_progress)
     max_length = min(config.max_length, encoder.config.max_sequence_length)
-    train, validation, test, names = topic_task(tokenizer, max_length, labels=args.labels, seed=args.seed)
-    print(f"task: {args.task}, {len(names)} labels; {len(train)} training, {len(validation)} validation, "
-          f"{len(test)} test examples of at most {max_length} tokens", flush=True)
-    baseline = majority_baseline(train.labels, test.labels, len(names))
+    task = load_task(args.task, tokenizer, max_length, labels=args.labels, seed=args.seed)
+    unit = "sentences" if task.kind == "token" else "pairs" if task.kind == "pair" else "examples"
+    print(f"task: {task.name} ({task.kind}), {task.num_labels} labels; {len(task.train)} training, "
+          f"{len(task.validation)} validation, {len(task.test)} test {unit} of at most {max_length} tokens", flush=True)
+    baseline = majority_baseline(task.train.labels, task.test.labels, task.num_labels)
     print(f"always the majority class: test accuracy {baseline['accuracy']:.3f}, macro-F1 {baseline['macro_f1']:.3f}",
           flush=True)
     start = time.perf_counter()
-    model = make_head("sequence", encoder, len(names), config)
-    result = finetune(model, train, validation, config, device=device, progress=not args.no_progress)
-    result_test = evaluate(result.model, test)
+    model = make_head(task.head, encoder, task.num_labels, config)
+    result = finetune(model, task.train, task.validation, config, device=device, metric=task.metric,
+                      progress=not args.no_progress)
+    result_test = evaluate(result.model, task.test)
     print(f"fine-tuned in {time.perf_counter() - start:.1f} s; best epoch {result.best_epoch} of "
-          f"{len(result.history['epoch'])} (validation accuracy {result.validation['accuracy']:.3f})")
+          f"{len(result.history['epoch'])} (validation {task.metric} {result.validation[task.metric]:.3f})")
     print(f"test macro-F1: {result_test['macro_f1']:.3f}")
     print(f"test accuracy: {result_test['accuracy']:.3f}", flush=True)
+    return 0
+
+
+def cmd_finetune_grid(args) -> int:
+    """Run (or resume) a fine-tuning study's grid and print its table."""
+    from .finetune_runs import finetune_grid
+
+    seeds = [int(s) for s in args.seeds.split(",")] if "," in args.seeds else int(args.seeds)
+    arms = args.arms.split(",") if args.arms else None
+    result = finetune_grid(args.study, seeds, scale=args.scale, arms=arms, device=args.device, results=args.results,
+                           jobs=args.jobs, progress=not args.no_progress)
+    print(result.format_table())
+    print(f"\nresults: {result.path}")
     return 0
 
 
@@ -276,7 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("finetune", help="fine-tune an encoder on a downstream task; ends with its test accuracy")
     p.add_argument("--init", default="tiny-wiki",
                    help="scratch (no pretraining), tiny-wiki (the book's model), minilm, or a checkpoint folder")
-    p.add_argument("--task", default="topic", choices=("topic",), help="topic: the corpus articles' 11 topics")
+    p.add_argument("--task", default="topic", choices=("topic", "same-topic", "truecase"),
+                   help="topic: the articles' 11 topics; same-topic: do two first sentences share a topic (pairs); "
+                        "truecase: which words were capitalised (tagging)")
     p.add_argument("--strategy", default="full", choices=("full", "frozen", "llrd", "gradual"),
                    help="full; frozen (a linear probe); llrd (layer-wise learning-rate decay); gradual (unfreezing)")
     p.add_argument("--seed", type=int, default=0)
@@ -293,6 +311,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=positive_int, help="torch threads")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_finetune)
+
+    p = sub.add_parser("finetune-grid", help="run a fine-tuning study (seeds x arms) into its results log")
+    p.add_argument("study", help="strategies, data-efficiency, long-inputs, tasks or reference")
+    p.add_argument("--seeds", default="3", help="a number of seeds (3 = 0,1,2) or a comma-separated list")
+    p.add_argument("--scale", default="cpu", choices=("cpu", "gpu"))
+    p.add_argument("--arms", help="comma-separated arms (default: all)")
+    p.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: the best available)")
+    p.add_argument("--results", help="the JSON log (default mini_bert/results/finetune-STUDY-SCALE.json)")
+    p.add_argument("--jobs", type=positive_int, default=1, help="runs side by side, one thread each")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_finetune_grid)
     return parser
 
 

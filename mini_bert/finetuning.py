@@ -1,6 +1,6 @@
 """Fine-tuning: a pretrained encoder, a small task head, and the ways to train the two together.
 
-The reference the fine-tuning chapter builds against (the chapter itself is still to come).
+The reference chapter 10 builds against.
 
 - Heads on any encoder of the family (`BertModel`: ours, MiniLM, anything converted from
   transformers): `SequenceClassifier` reads one vector per input ([CLS], the pooler, or the mean
@@ -18,16 +18,22 @@ The reference the fine-tuning chapter builds against (the chapter itself is stil
 - `finetune`: AdamW, warmup then linear decay, early stopping on the validation score with the
   best weights restored; `evaluate`: accuracy and macro-F1 (the mean of per-class F1, which a
   majority-class guess cannot game on an imbalanced task).
+- Tasks (`load_task`), all derived from the book's corpus by a stated rule, so nothing downloads:
+  "topic" (one label per article), "same-topic" (sentence pairs) and "truecase" (one label per word).
+- `run_finetune(settings, seed)`: one run as the fine-tuning grids log it (mini_bert.finetune_runs).
 
 This module is not imported by mini_bert.runs, so it is outside the code version of the
-pretraining runs: editing it retrains no cached model and stales no shipped log.
+pretraining runs: editing it retrains no cached model. It is inside the code version of the
+fine-tuning logs (mini_bert.finetune_runs.FINETUNE_CODE).
 """
 from __future__ import annotations
 
 import contextlib
 import copy
 import math
+import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
 import torch
@@ -37,7 +43,7 @@ from torch import nn
 from .loop import autocast_context, no_decay_ids
 from .model import IGNORE_INDEX, BertModel, init_weights
 from .recipe import AMP_MODES
-from .runtime import seed_everything
+from .runtime import pick_device, seed_everything
 
 STRATEGIES = ("full", "frozen", "llrd", "gradual")
 POOLINGS = ("cls", "pooler", "mean")
@@ -293,9 +299,10 @@ class TaskData:
         return batch
 
 
-def encode_texts(tokenizer, examples: Sequence[tuple], max_length: int) -> TaskData:
+def encode_texts(tokenizer, examples: Sequence[tuple], max_length: int, *, pairs: bool | None = None) -> TaskData:
     """Encode (text, label) or (text_a, text_b, label) examples as [CLS] A [SEP] (B [SEP]),
-    truncated to max_length tokens (the longer segment first)."""
+    truncated to max_length tokens (the longer segment first). pairs=True: every example must be
+    a pair (a pair task given single texts is refused); False: every example a single text."""
     if not examples:
         raise ValueError("no examples to encode")
     encodings, labels = [], []
@@ -303,6 +310,10 @@ def encode_texts(tokenizer, examples: Sequence[tuple], max_length: int) -> TaskD
         *texts, label = example
         if len(texts) not in (1, 2):
             raise ValueError(f"an example is (text, label) or (text_a, text_b, label), got {len(example)} fields")
+        if pairs is not None and (len(texts) == 2) != pairs:
+            raise ValueError("a sentence-pair task needs (text_a, text_b, label) examples, got a single text: "
+                             f"{example!r:.80}" if pairs else
+                             f"a single-text task needs (text, label) examples, got a pair: {example!r:.80}")
         encodings.append(tokenizer.encode_pair(texts[0], texts[1] if len(texts) == 2 else None, max_length=max_length))
         labels.append(int(label))
     width = max(len(e.ids) for e in encodings)
@@ -416,8 +427,6 @@ def load_encoder(init: str, *, seed: int = 0, progress: bool = False) -> tuple[B
             return BertModel(recipe.model_config(tokenizer.vocab_size)), tokenizer
         run = pretrained("tiny-wiki", progress=progress)
         return run.model.bert.train(), run.tokenizer
-    from pathlib import Path
-
     if not Path(init).is_dir():
         raise ValueError(f"--init must be one of {', '.join(INITS)} or a checkpoint folder; {init!r} is neither")
     from .checkpoint import load_checkpoint
@@ -428,23 +437,157 @@ def load_encoder(init: str, *, seed: int = 0, progress: bool = False) -> tuple[B
     return ckpt.model.bert.train(), ckpt.tokenizer
 
 
-TASKS = ("topic",)
+TASKS = ("topic", "same-topic", "truecase")
+CASES = ("lower", "capitalised", "upper")  # the truecase task's labels
+
+
+@dataclass
+class Task:
+    """A downstream task, encoded: its three splits, the names of its labels, and what to score.
+
+    kind: "sequence" (one label per text), "pair" (one label per text pair) or "token" (one label
+    per word). metric: the validation score that chooses the epoch ("accuracy" on balanced tasks,
+    "macro_f1" where one class dominates). examples: the raw (text, label) or (text_a, text_b,
+    label) examples of train and test, for the bag-of-words baseline (sequence and pair tasks).
+    """
+
+    name: str
+    kind: str
+    train: TaskData
+    validation: TaskData
+    test: TaskData
+    label_names: list[str]
+    metric: str
+    examples: dict[str, list] = field(default_factory=dict)
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.label_names)
+
+    @property
+    def head(self) -> str:
+        """The head it needs: "token" for tagging, "sequence" for texts and pairs alike."""
+        return "token" if self.kind == "token" else "sequence"
+
+
+def _subsample(items: list, labels: int | None, seed: int, what: str) -> list:
+    """`labels` items drawn with `seed` (kept in their order), or all of them."""
+    if labels is None:
+        return items
+    if isinstance(labels, bool) or not isinstance(labels, int) or not 1 <= labels <= len(items):
+        raise ValueError(f"labels must be a whole number from 1 to the {len(items)} training {what}, got {labels!r}")
+    keep = torch.randperm(len(items), generator=torch.Generator().manual_seed(seed))[:labels]
+    return [items[i] for i in sorted(keep.tolist())]
+
+
+def topic_examples(split: str) -> list[tuple[str, int]]:
+    """(lead section, topic id) for every article of `split` with a topic."""
+    from .data import classification_examples
+
+    return classification_examples(split)
+
+
+def same_topic_examples(split: str) -> list[tuple[str, str, int]]:
+    """Sentence pairs (first sentence of article A, first sentence of article B, 1 if both articles
+    have the same topic else 0), one pair per article A of `split`, B drawn from the same split:
+    half the time among A's topic, half among the others. The draw is fixed (seed 0), so every
+    run is scored on the same pairs. This is the topic signal that ALBERT found next-sentence
+    prediction collapses to, asked as a task: it needs both sentences (neither alone says the
+    label), and the labels come from the corpus's topic of each article."""
+    from .data import UNCATEGORIZED, load_corpus
+
+    docs = [d for d in load_corpus(split) if d.topic != UNCATEGORIZED]
+    by_topic: dict[str, list[int]] = {}
+    for i, d in enumerate(docs):
+        by_topic.setdefault(d.topic, []).append(i)
+    generator = torch.Generator().manual_seed(0)
+    examples = []
+    for i, doc in enumerate(docs):
+        same = bool(torch.rand((), generator=generator) < 0.5) and len(by_topic[doc.topic]) > 1
+        pool_ = [j for j in by_topic[doc.topic] if j != i] if same else \
+            [j for j in range(len(docs)) if docs[j].topic != doc.topic]
+        j = pool_[int(torch.randint(len(pool_), (), generator=generator))]
+        examples.append((doc.sentences[0], docs[j].sentences[0], int(same)))
+    return examples
+
+
+def word_case(word: str) -> int | None:
+    """The truecase label of a word as written: 2 "upper" (two or more letters, all capitals:
+    NASA, UK), 1 "capitalised" (first letter a capital: Paris, McDonald), 0 "lower"; None for a
+    word without letters (numbers, punctuation), which carries no label."""
+    letters = [c for c in word if c.isalpha()]
+    if not letters:
+        return None
+    if len(letters) > 1 and all(c.isupper() for c in letters):
+        return 2
+    return 1 if letters[0].isupper() else 0
+
+
+def truecase_examples(split: str) -> list[tuple[list[str], list[int]]]:
+    """Every sentence of `split` as (lower-cased words, case labels): truecasing, restoring the
+    capitals that an uncased model never sees. The labels are the capitals the Wikipedia authors
+    wrote (CC BY-SA, with the corpus), so they mark names of people, places, organisations and
+    works: a named-entity signal without annotators. The first word of a sentence is capitalised
+    by rule, not by meaning, so it carries no label (IGNORE_INDEX); neither do words without
+    letters."""
+    from .data import load_corpus
+    from .tokenization import pre_tokenize
+
+    examples = []
+    for doc in load_corpus(split):
+        for sentence in doc.sentences:
+            words = pre_tokenize(sentence, lowercase=False)
+            tags = [word_case(w) for w in words]
+            tags = [IGNORE_INDEX if t is None or i == 0 else t for i, t in enumerate(tags)]
+            if any(t != IGNORE_INDEX for t in tags):
+                examples.append(([w.lower() for w in words], tags))
+    return examples
+
+
+def _check_uncased(tokenizer) -> None:
+    if tokenizer.encode("Paris") != tokenizer.encode("paris"):
+        raise ValueError("the truecase task needs an uncased tokenizer (one that lower-cases its input): a cased "
+                         "model sees the capitals it is asked to restore")
+
+
+def load_task(name: str, tokenizer, max_length: int, *, labels: int | None = None, seed: int = 0,
+              max_eval: int | None = None) -> Task:
+    """Task `name` (TASKS) encoded with `tokenizer` and truncated to `max_length` tokens.
+
+    labels: use only that many training examples, drawn with `seed` (the data-efficiency
+        experiment); validation and test stay the same for every run.
+    max_eval: score on the first max_eval validation and test examples only (quicker grids).
+    """
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; the tasks are: {', '.join(TASKS)}")
+    if max_eval is not None and (isinstance(max_eval, bool) or not isinstance(max_eval, int) or max_eval < 1):
+        raise ValueError(f"max_eval must be None or a whole number >= 1, got {max_eval!r}")
+    if name == "truecase":
+        _check_uncased(tokenizer)
+        splits = {s: truecase_examples(s) for s in ("train", "validation", "test")}
+        kind, label_names, metric, what = "token", list(CASES), "macro_f1", "sentences"
+    elif name == "same-topic":
+        splits = {s: same_topic_examples(s) for s in ("train", "validation", "test")}
+        kind, label_names, metric, what = "pair", ["different", "same"], "accuracy", "pairs"
+    else:
+        from .data import topic_labels
+
+        splits = {s: topic_examples(s) for s in ("train", "validation", "test")}
+        kind, label_names, metric, what = "sequence", topic_labels(), "accuracy", "articles"
+    splits["train"] = _subsample(splits["train"], labels, seed, what)
+    if max_eval is not None:
+        splits["validation"], splits["test"] = splits["validation"][:max_eval], splits["test"][:max_eval]
+    encode = (lambda ex: encode_tagged(tokenizer, ex, max_length)) if kind == "token" else \
+        (lambda ex: encode_texts(tokenizer, ex, max_length, pairs=kind == "pair"))
+    data = {s: encode(ex) for s, ex in splits.items()}
+    examples = {} if kind == "token" else {s: splits[s] for s in ("train", "test")}
+    return Task(name, kind, data["train"], data["validation"], data["test"], label_names, metric, examples)
 
 
 def topic_task(tokenizer, max_length: int, *, labels: int | None = None, seed: int = 0):
-    """Topic classification of the corpus articles (11 topics; mini_bert.data's split by article):
-    (train, validation, test, topic names). labels: use only that many training articles, drawn
-    with `seed` (the data-efficiency experiment); validation and test stay whole."""
-    from .data import classification_examples, topic_labels
-
-    train = classification_examples("train")
-    if labels is not None:
-        if isinstance(labels, bool) or not isinstance(labels, int) or not 1 <= labels <= len(train):
-            raise ValueError(f"labels must be a whole number from 1 to the {len(train)} training articles, got {labels!r}")
-        keep = torch.randperm(len(train), generator=torch.Generator().manual_seed(seed))[:labels]
-        train = [train[i] for i in sorted(keep.tolist())]
-    return (encode_texts(tokenizer, train, max_length), encode_texts(tokenizer, classification_examples("validation"), max_length),
-            encode_texts(tokenizer, classification_examples("test"), max_length), topic_labels())
+    """The topic task as (train, validation, test, topic names): see load_task."""
+    task = load_task("topic", tokenizer, max_length, labels=labels, seed=seed)
+    return task.train, task.validation, task.test, task.label_names
 
 
 # ============================================================================================
@@ -553,6 +696,25 @@ def evaluate(model: nn.Module, data: TaskData, batch_size: int = 64) -> dict[str
     return scores(predict(model, data, batch_size), data.labels, model.num_labels)
 
 
+def check_labels(model: nn.Module, train: TaskData, validation: "TaskData | Windows") -> None:
+    """Refuse data the head cannot learn from, naming the problem: no examples, labels outside
+    0 .. num_labels - 1, or a training set with a single class (nothing to tell apart)."""
+    num_labels = getattr(model, "num_labels", None)
+    for name, data in (("training", train), ("validation", validation)):
+        labels = data.labels
+        if len(data) == 0 or not (labels != IGNORE_INDEX).any():
+            raise ValueError(f"the {name} data has no labelled examples")
+        real = labels[labels != IGNORE_INDEX]
+        if num_labels is not None and (real.min() < 0 or real.max() >= num_labels):
+            bad = sorted({int(v) for v in real if not 0 <= v < num_labels})[:5]
+            raise ValueError(f"the {name} data has labels {bad} outside the head's classes 0 .. {num_labels - 1}; "
+                             f"give the head num_labels={int(real.max()) + 1} or map the labels to 0 .. {num_labels - 1}")
+    classes = torch.unique(train.labels[train.labels != IGNORE_INDEX])
+    if len(classes) < 2:
+        raise ValueError(f"the training data has a single class ({int(classes[0])}): a classifier needs examples "
+                         "of at least two (draw more labelled examples, or check the labels)")
+
+
 @dataclass
 class FinetuneResult:
     model: nn.Module  # with the best validation weights
@@ -561,20 +723,25 @@ class FinetuneResult:
     validation: dict[str, float] = field(default_factory=dict)  # the best epoch's scores
 
 
-def finetune(model: SequenceClassifier | TokenClassifier, train: TaskData, validation: TaskData,
+def finetune(model: SequenceClassifier | TokenClassifier, train: TaskData, validation: "TaskData | Windows",
              config: FinetuneConfig = FinetuneConfig(), *, device=None, metric: str = "accuracy",
              progress: bool = False) -> FinetuneResult:
     """Train `model` on `train` following `config`; keep the weights of the epoch with the best
     validation `metric` ("accuracy" or "macro_f1"), stopping after `config.patience` epochs without
-    a better one. Seeded: the same config, model and data give the same result on one machine."""
+    a better one. Seeded: the same config, model and data give the same result on one machine.
+    validation may be Windows: then each text's windows are scored together (evaluate_windows)."""
     if metric not in ("accuracy", "macro_f1"):
         raise ValueError(f"metric must be 'accuracy' or 'macro_f1', got {metric!r}")
-    if len(train) == 0 or len(validation) == 0:
-        raise ValueError("the training and validation data must not be empty")
+    check_labels(model, train, validation)
+    groups = parameter_groups(model, config)
+    if not any(p.requires_grad for group in groups for p in group["params"]):
+        raise ValueError("nothing to train: every parameter of the head has requires_grad=False (and the strategy "
+                         f"{config.strategy!r} trains {'no encoder layer' if config.strategy == 'frozen' else 'only those'})"
+                         "; set requires_grad=True on the head, or pick a strategy that trains the encoder")
     generator = seed_everything(config.seed)
     device = torch.device(device) if device is not None else next(model.parameters()).device
     model.to(device)
-    optimizer = torch.optim.AdamW(parameter_groups(model, config), lr=config.lr)
+    optimizer = torch.optim.AdamW(groups, lr=config.lr)
     for group in optimizer.param_groups:
         group["peak_lr"] = group["lr"]
     autocast, scaler = autocast_context(device, config.amp)
@@ -615,7 +782,7 @@ def finetune(model: SequenceClassifier | TokenClassifier, train: TaskData, valid
             else:
                 optimizer.step()
             loss_total, target_total, step = loss_total + loss_sum, target_total + seen, step + 1
-        result = evaluate(model, validation)
+        result = evaluate_windows(model, validation) if isinstance(validation, Windows) else evaluate(model, validation)
         history["epoch"].append(epoch + 1)
         history["train_loss"].append(loss_total / max(target_total, 1))
         history["lr"].append(optimizer.param_groups[-1]["lr"])
@@ -631,3 +798,82 @@ def finetune(model: SequenceClassifier | TokenClassifier, train: TaskData, valid
     model.load_state_dict(best_state)
     model.eval()
     return FinetuneResult(model, history, best_epoch, validation_scores)
+
+
+# ============================================================================================
+# One run, as the studies log it (mini_bert.finetune_runs)
+# ============================================================================================
+
+ENGINES = ("mini_bert", "transformers")
+
+# The settings of one run besides the seed. Everything else is FinetuneConfig's default.
+SETTING_KEYS = ("init", "task", "labels", "max_length", "max_eval", "stride", "engine", "strategy", "lr",
+                "epochs", "patience", "pooling")
+
+
+def run_settings(**settings) -> dict:
+    """Complete and check one run's settings (unknown names, tasks, inits, strategies are refused
+    before anything trains)."""
+    unknown = sorted(set(settings) - set(SETTING_KEYS))
+    if unknown:
+        raise ValueError(f"unknown fine-tuning settings {unknown}; the settings are: {', '.join(SETTING_KEYS)}")
+    full = {"init": "tiny-wiki", "task": "topic", "labels": None, "max_length": 64, "max_eval": None,
+            "stride": None, "engine": "mini_bert", **settings}
+    if full["init"] not in INITS and not Path(full["init"]).is_dir():
+        raise ValueError(f"init must be one of {', '.join(INITS)} or a checkpoint folder, got {full['init']!r}")
+    if full["task"] not in TASKS:
+        raise ValueError(f"unknown task {full['task']!r}; the tasks are: {', '.join(TASKS)}")
+    if full["engine"] not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {full['engine']!r}")
+    if full["engine"] == "transformers" and (full["init"] != "minilm" or full["task"] == "truecase"):
+        raise ValueError("the transformers reference runs MiniLM on a sequence or pair task")
+    if full["stride"] is not None and full["task"] != "topic":
+        raise ValueError("stride (sliding windows) applies to the topic task, whose articles are long")
+    config_fields = {k: full[k] for k in ("strategy", "lr", "epochs", "patience", "pooling", "max_length")
+                     if k in full}
+    FinetuneConfig(**config_fields)  # raises for a bad strategy, rate, ...
+    return full
+
+
+def finetune_config(settings: dict, seed: int) -> FinetuneConfig:
+    return FinetuneConfig(seed=seed, **{k: settings[k] for k in ("strategy", "lr", "epochs", "patience", "pooling",
+                                                                   "max_length") if k in settings})
+
+
+def run_finetune(settings: dict, seed: int, *, device=None) -> dict:
+    """Fine-tune once and return the run's record: {"metrics": validation and test scores,
+    "best_epoch", "seconds", "history"}. The epoch is chosen on validation; test is read once."""
+    settings = run_settings(**settings)
+    config = finetune_config(settings, seed)
+    device = pick_device(str(device) if device is not None else None)
+    start = time.perf_counter()
+    if settings["engine"] == "transformers":
+        from .hf import finetune_with_transformers  # here: transformers is optional
+        from .tokenization import bert_base_uncased_tokenizer
+
+        task = load_task(settings["task"], bert_base_uncased_tokenizer(), config.max_length,
+                         labels=settings["labels"], seed=seed, max_eval=settings["max_eval"])
+        out = finetune_with_transformers(task, config, device=device)
+        history, best_epoch, validation, test = out["history"], out["best_epoch"], out["validation"], out["test"]
+    else:
+        encoder, tokenizer = load_encoder(settings["init"], seed=seed)
+        max_length = min(config.max_length, encoder.config.max_sequence_length)
+        task = load_task(settings["task"], tokenizer, max_length, labels=settings["labels"], seed=seed,
+                         max_eval=settings["max_eval"])
+        model = make_head(task.head, encoder, task.num_labels, config)
+        if settings["stride"] is not None:  # train on every window of an article; score its windows together
+            train_windows = encode_windows(tokenizer, task.examples["train"], max_length, settings["stride"])
+            held = topic_examples("validation")[:settings["max_eval"]]
+            validation_windows = encode_windows(tokenizer, held, max_length, settings["stride"])
+            test_windows = encode_windows(tokenizer, task.examples["test"], max_length, settings["stride"])
+            result = finetune(model, train_windows.data, validation_windows, config, device=device,
+                              metric=task.metric)
+            test = evaluate_windows(result.model, test_windows)
+        else:
+            result = finetune(model, task.train, task.validation, config, device=device, metric=task.metric)
+            test = evaluate(result.model, task.test)
+        history, best_epoch, validation = result.history, result.best_epoch, result.validation
+    metrics = {f"{split}.{name}": float(value) for split, scores_ in (("validation", validation), ("test", test))
+               for name, value in scores_.items() if name != "targets"}
+    return {"metrics": metrics, "best_epoch": best_epoch, "seconds": round(time.perf_counter() - start, 1),
+            "history": history, "train_examples": len(task.train), "test_targets": int(test["targets"])}

@@ -418,3 +418,98 @@ def to_transformers(model: nn.Module, kind: str | None = None, attn_implementati
     if not _is_tied(hf_model):
         raise RuntimeError("transformers untied the decoder from the word embeddings")
     return hf_model.train(model.training)
+
+
+# ============================================================================================
+# The fine-tuning reference
+# ============================================================================================
+
+def finetune_with_transformers(task, config, *, folder=None, device=None) -> dict:
+    """Fine-tune MiniLM (all-MiniLM-L6-v2, or the transformers folder `folder`) on `task` with
+    transformers' BertForSequenceClassification and its own loss, in a plain loop that follows
+    mini_bert.finetuning.finetune step for step (the same shuffled batches, AdamW with the same
+    decay groups, warmup and linear decay, clipping at 1.0, the best validation epoch kept) but
+    shares none of its model code: the reference our fine-tuning of the same weights is checked
+    against. Full fine-tuning only; returns {"history", "best_epoch", "validation", "test"}."""
+    import copy
+    import math
+
+    _require_transformers()
+    from transformers import BertForSequenceClassification
+
+    from .finetuning import check_labels, linear_schedule, scores
+    from .loop import no_decay_ids
+    from .minilm import minilm_path
+    from .runtime import seed_everything
+
+    if config.strategy != "full" or config.micro_batch_size is not None or config.amp != "off":
+        raise ValueError("the transformers reference fine-tunes in full, without accumulation or mixed precision")
+    if task.kind == "token":
+        raise ValueError("the transformers reference runs sequence and pair tasks (BertForSequenceClassification)")
+    folder = folder or minilm_path() / "model"
+    device = torch.device(device or "cpu")
+    from transformers.utils import logging as hf_logging
+
+    seed_everything(config.seed)  # the classifier's initial weights
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # not the report that the new head's weights are new: they are meant to be
+    hf_logging.disable_progress_bar()
+    try:
+        model = BertForSequenceClassification.from_pretrained(str(folder), num_labels=task.num_labels,
+                                                              classifier_dropout=config.dropout).to(device)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+    check_labels(model, task.train, task.validation)
+    no_decay = no_decay_ids(model)
+    params = [p for p in model.parameters()]
+    optimizer = torch.optim.AdamW([{"params": [p for p in params if id(p) not in no_decay],
+                                    "weight_decay": config.weight_decay},
+                                   {"params": [p for p in params if id(p) in no_decay], "weight_decay": 0.0}],
+                                  lr=config.lr)
+    generator = seed_everything(config.seed)
+    total = math.ceil(len(task.train) / config.batch_size) * config.epochs
+
+    @torch.no_grad()
+    def score(data) -> dict:
+        model.eval()
+        predictions = []
+        for start in range(0, len(data), 64):
+            batch = {k: v.to(device) for k, v in data.batch(slice(start, start + 64)).items()}
+            predictions.append(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                     token_type_ids=batch["token_type_ids"]).logits.argmax(-1).cpu())
+        return scores(torch.cat(predictions), data.labels, task.num_labels)
+
+    history = {"epoch": [], "train_loss": [], f"validation_{task.metric}": []}
+    best, best_state, best_epoch, waited, step = -math.inf, None, 0, 0, 0
+    for epoch in range(config.epochs):
+        model.train()
+        order = torch.randperm(len(task.train), generator=generator)
+        losses = []
+        for start in range(0, len(task.train), config.batch_size):
+            for group in optimizer.param_groups:
+                group["lr"] = config.lr * linear_schedule(step, total, config.warmup)
+            batch = {k: v.to(device) for k, v in task.train.batch(order[start:start + config.batch_size]).items()}
+            optimizer.zero_grad(set_to_none=True)
+            loss = model(**batch).loss  # transformers' own loss: the mean cross-entropy of the batch
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            losses.append(loss.item())
+            step += 1
+        # Early stopping written out again rather than shared with finetune: a reference that
+        # reused our loop's bookkeeping could not catch a mistake in it.
+        result = score(task.validation)
+        history["epoch"].append(epoch + 1)
+        history["train_loss"].append(sum(losses) / len(losses))
+        history[f"validation_{task.metric}"].append(result[task.metric])
+        if result[task.metric] > best:
+            best, best_epoch, waited, validation = result[task.metric], epoch + 1, 0, result
+            best_state = copy.deepcopy(model.state_dict())
+        else:
+            waited += 1
+            if config.patience is not None and waited >= config.patience:
+                break
+    model.load_state_dict(best_state)
+    return {"history": history, "best_epoch": best_epoch, "validation": validation, "test": score(task.test)}

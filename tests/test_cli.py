@@ -158,16 +158,35 @@ def test_finetune_a_checkpoint_ends_with_its_test_accuracy(trained, capsys):
     assert main(argv) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert re.match(r"^test accuracy: [01]\.\d{3}$", lines[-1]) and re.match(r"^test macro-F1: [01]\.\d{3}$", lines[-2])
-    assert lines[0].startswith("task: topic, 11 labels; 40 training, ") and lines[1].startswith("always the majority class: test accuracy ")
+    assert lines[0].startswith("task: topic (sequence), 11 labels; 40 training, ")
+    assert lines[1].startswith("always the majority class: test accuracy ")
+
+
+def test_finetune_a_tagging_task_on_a_checkpoint(trained, capsys):
+    out, _ = trained
+    argv = ["finetune", "--init", str(out), "--task", "truecase", "--labels", "40", "--epochs", "1",
+            "--max-length", "32", "--batch-size", "8", "--threads", "1", "--no-progress"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("task: truecase (token), 3 labels; 40 training, ")
+    assert re.match(r"^test accuracy: [01]\.\d{3}$", lines[-1])
 
 
 @pytest.mark.parametrize("argv, message", [
     (["finetune", "--init", "bert-huge"], "--init must be one of scratch, tiny-wiki, minilm or a checkpoint folder"),
     (["finetune", "--lr", "0"], "lr must be a positive finite number"),
+    (["finetune-grid", "everything"], "unknown fine-tuning study 'everything'; the studies: strategies, "),
+    (["finetune-grid", "strategies", "--arms", "tiny-wiki/full/lr=5"], "unknown arm(s) ['tiny-wiki/full/lr=5']"),
 ])
 def test_finetune_names_bad_settings(argv, message, capsys):
     assert main(argv + ["--no-progress"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_finetune_names_the_tasks_it_knows(capsys):
+    with pytest.raises(SystemExit):
+        main(["finetune", "--task", "ner"])
+    assert "invalid choice: 'ner' (choose from 'topic', 'same-topic', 'truecase')" in capsys.readouterr().err
 
 
 def test_finetune_refuses_fp16_without_cuda_before_loading_anything(capsys, monkeypatch):

@@ -272,3 +272,96 @@ def test_the_baselines_on_a_task_whose_words_give_the_label_away():
     assert tfidf_baseline(train, test, 3)["accuracy"] == 1.0
     majority = majority_baseline(torch.tensor([2, 2, 1, 0, 2]), torch.tensor([2, 0, 1, 2]), 3)
     assert majority["accuracy"] == 0.5 and majority["macro_f1"] == pytest.approx((2 / 3) / 3)
+
+
+# ---- tasks -------------------------------------------------------------------------------
+
+def test_word_case_labels_the_capitals_as_written():
+    from mini_bert.finetuning import word_case
+
+    assert [word_case(w) for w in ("paris", "Paris", "McDonald", "NASA", "UK", "I", "iPhone", "1755", ",")] == \
+        [0, 1, 1, 2, 2, 1, 0, None, None]
+
+
+def test_truecase_sentences_are_lower_cased_and_the_first_word_carries_no_label():
+    from mini_bert.data import load_corpus
+    from mini_bert.finetuning import truecase_examples
+
+    examples = truecase_examples("validation")
+    first = load_corpus("validation")[0].sentences[0]
+    words, tags = examples[0]
+    assert all(w == w.lower() for words_, _ in examples[:50] for w in words_)
+    assert tags[0] == IGNORE_INDEX and len(words) == len(tags)
+    assert " ".join(words).replace(" ", "") == first.lower().replace(" ", "")  # every character kept, in order
+    labelled = [t for _, ts in examples for t in ts if t != IGNORE_INDEX]
+    assert set(labelled) == {0, 1, 2} and labelled.count(0) > labelled.count(1) > labelled.count(2)
+
+
+def test_same_topic_pairs_are_fixed_balanced_and_labelled_by_the_articles_topics():
+    from mini_bert.data import UNCATEGORIZED, load_corpus
+    from mini_bert.finetuning import same_topic_examples
+
+    pairs = same_topic_examples("validation")
+    assert pairs == same_topic_examples("validation")  # the same pairs for every run
+    docs = [d for d in load_corpus("validation") if d.topic != UNCATEGORIZED]
+    topic_of = {d.sentences[0]: d.topic for d in docs}
+    assert len(pairs) == len(docs) and all(a == d.sentences[0] for (a, _, _), d in zip(pairs, docs))
+    assert all((topic_of[a] == topic_of[b]) == bool(label) for a, b, label in pairs)
+    assert 0.4 < sum(label for *_, label in pairs) / len(pairs) < 0.6
+
+
+def test_load_task_encodes_each_kind_and_keeps_evaluation_fixed(tokenizer):
+    from mini_bert.finetuning import load_task
+
+    pair = load_task("same-topic", tokenizer, 32, labels=20, seed=1, max_eval=10)
+    assert (pair.kind, pair.head, pair.num_labels, len(pair.train), len(pair.test)) == ("pair", "sequence", 2, 20, 10)
+    assert (pair.train.token_type_ids == 1).any()  # the second sentence is segment B
+    tags = load_task("truecase", tokenizer, 32, labels=20, max_eval=10)
+    assert (tags.head, tags.metric, tags.train.labels.shape[0]) == ("token", "macro_f1", 20)
+    other_seed = load_task("same-topic", tokenizer, 32, labels=20, seed=2, max_eval=10)
+    assert torch.equal(pair.test.input_ids, other_seed.test.input_ids)
+    assert not torch.equal(pair.train.input_ids, other_seed.train.input_ids)
+    with pytest.raises(ValueError, match="unknown task 'ner'; the tasks are: topic, same-topic, truecase"):
+        load_task("ner", tokenizer, 32)
+    with pytest.raises(ValueError, match="labels must be a whole number from 1 to the"):
+        load_task("topic", tokenizer, 32, labels=0)
+
+
+def test_truecasing_needs_an_uncased_tokenizer():
+    from mini_bert.finetuning import load_task
+    from mini_bert.tokenization import train_wordpiece
+
+    cased = train_wordpiece(["Paris is in France", "paris paris"], 60, method="count", lowercase=False)
+    with pytest.raises(ValueError, match="the truecase task needs an uncased tokenizer"):
+        load_task("truecase", cased, 32)
+
+
+def test_a_pair_task_given_single_texts_is_refused(tokenizer):
+    with pytest.raises(ValueError, match="a sentence-pair task needs \\(text_a, text_b, label\\) examples"):
+        encode_texts(tokenizer, [("a b", "c d", 1), ("only one", 0)], 16, pairs=True)
+    with pytest.raises(ValueError, match="a single-text task needs \\(text, label\\) examples, got a pair"):
+        encode_texts(tokenizer, [("a b", "c d", 1)], 16, pairs=False)
+
+
+# ---- bad input to the loop -------------------------------------------------------------
+
+def test_labels_the_head_cannot_learn_are_refused_before_training():
+    train, validation = toy_task(16, 0), toy_task(8, 1)
+    model = SequenceClassifier(encoder(), 2)
+    outside = TaskData(train.input_ids, train.attention_mask, train.token_type_ids, train.labels + 3)
+    with pytest.raises(ValueError, match=r"the training data has labels \[3, 4\] outside the head's classes 0 .. 1"):
+        finetune(model, outside, validation, FinetuneConfig(epochs=1))
+    one_class = TaskData(train.input_ids, train.attention_mask, train.token_type_ids, torch.zeros_like(train.labels))
+    with pytest.raises(ValueError, match=r"the training data has a single class \(0\)"):
+        finetune(model, one_class, validation, FinetuneConfig(epochs=1))
+    empty = TaskData(train.input_ids[:0], train.attention_mask[:0], train.token_type_ids[:0], train.labels[:0])
+    with pytest.raises(ValueError, match="the training data has no labelled examples"):
+        finetune(model, empty, validation, FinetuneConfig(epochs=1))
+    for p in model.classifier.parameters():
+        p.requires_grad_(False)
+    with pytest.raises(ValueError, match="nothing to train: every parameter of the head has requires_grad=False"):
+        finetune(model, train, validation, FinetuneConfig(strategy="frozen", epochs=1))
+    from mini_bert.finetuning import load_encoder
+
+    with pytest.raises(ValueError, match="--init must be one of scratch, tiny-wiki, minilm or a checkpoint folder"):
+        load_encoder("bert-large")
