@@ -27,7 +27,7 @@ from typing import Sequence
 import torch
 
 from .cache import PACKAGE, atomic_write_text, code_version
-from .finetuning import run_finetune, run_settings
+from .finetuning import STRATEGIES, run_finetune, run_settings
 from .runs import SCALES, PairedDifference, mean_std, paired_difference
 from .runtime import pick_device
 
@@ -65,8 +65,15 @@ def _lr(value: float) -> str:
 # a frozen encoder (only the head trains) larger still.
 CPU_RATES = {"full": (1e-4, 3e-4, 1e-3, 3e-3, 1e-2), "llrd": (3e-4, 1e-3, 3e-3, 1e-2),
              "gradual": (3e-4, 1e-3, 3e-3, 1e-2), "frozen": (3e-3, 1e-2, 3e-2, 1e-1)}
+GPU_RATES = {"full": (3e-5, 1e-4, 3e-4, 1e-3), "llrd": (1e-4, 3e-4, 1e-3), "gradual": (3e-5, 1e-4, 3e-4, 1e-3),
+             "frozen": (1e-3, 3e-3, 1e-2)}
 CPU_TOPIC = {"task": "topic", "labels": 1000, "max_length": 64, "epochs": 4}
 GPU_TOPIC = {"task": "topic", "labels": None, "max_length": 128, "epochs": 5}
+# MiniLM (all-MiniLM-L6-v2: 6 layers of 384) costs about 15 times our model per step on a CPU:
+# three rates per strategy, from the 1e-4 that underfits in the reference study's 30 steps upwards.
+MINILM_CPU_RATES = {"full": (1e-4, 3e-4, 1e-3), "llrd": (3e-4, 1e-3, 3e-3), "gradual": (3e-4, 1e-3, 3e-3),
+                    "frozen": (3e-2, 1e-1, 3e-1)}
+INIT_CPU = {"task": "topic", "labels": 300, "max_length": 64, "epochs": 4, "max_eval": 400, "patience": None}
 MINILM_CPU = {"init": "minilm", "task": "topic", "labels": 300, "max_length": 64, "epochs": 3, "max_eval": 400,
               "pooling": "pooler", "patience": None}
 
@@ -76,10 +83,10 @@ def _strategy_arms(inits_strategies: dict[str, Sequence[str]], base: dict, rates
             for init, strategies in inits_strategies.items() for strategy in strategies for lr in rates[strategy]}
 
 
-def _labels_epochs(labels: int) -> int:
-    """Epochs for a run on `labels` examples: small sets get more passes, so that every run has at
-    least about 120 optimiser steps of 32 (and at most 30 epochs)."""
-    return max(4, min(30, math.ceil(4000 / labels)))
+def _labels_epochs(labels: int | None) -> int:
+    """Epochs for a run on `labels` examples (None: all): small sets get more passes, so that every
+    run has at least about 120 optimiser steps of 32 (and at most 30 epochs)."""
+    return 4 if labels is None else max(4, min(30, math.ceil(4000 / labels)))
 
 
 STUDIES: dict[str, Study] = {}
@@ -93,26 +100,39 @@ def register_study(study: Study) -> Study:
 register_study(Study(
     name="strategies",
     description="topic classification: no pretraining vs the book's model x full / frozen / layer-wise decay / "
-                "gradual unfreezing, each at three learning rates (chosen on validation)",
-    arms={"cpu": {**_strategy_arms({"tiny-wiki": ("full", "frozen", "llrd", "gradual")}, CPU_TOPIC, CPU_RATES),
-                  **_strategy_arms({"scratch": ("full", "frozen")}, CPU_TOPIC,
+                "gradual unfreezing, each at four or five learning rates (chosen on validation)",
+    arms={"cpu": {**_strategy_arms({"tiny-wiki": STRATEGIES}, CPU_TOPIC, CPU_RATES),
+                  **_strategy_arms({"scratch": STRATEGIES}, CPU_TOPIC,
                                    {**CPU_RATES, "full": CPU_RATES["full"][1:]})},
-          "gpu": _strategy_arms({"tiny-wiki": ("full", "frozen", "llrd", "gradual"),
-                                 "scratch": ("full", "frozen", "llrd", "gradual"),
-                                 "minilm": ("full", "frozen", "llrd", "gradual")}, GPU_TOPIC,
-                                {"full": (3e-5, 1e-4, 3e-4, 1e-3), "llrd": (1e-4, 3e-4, 1e-3),
-                                 "gradual": (3e-5, 1e-4, 3e-4, 1e-3), "frozen": (1e-3, 3e-3, 1e-2)})},
+          "gpu": _strategy_arms({"tiny-wiki": STRATEGIES, "scratch": STRATEGIES, "minilm": STRATEGIES}, GPU_TOPIC,
+                                GPU_RATES)},
+))
+
+register_study(Study(
+    name="initialisations",
+    description="topic classification from 300 labelled articles at one budget (4 epochs of 32, the best epoch "
+                "chosen on 400 validation articles, scored on 400 test articles): no pretraining vs the book's "
+                "model vs MiniLM x full / frozen / layer-wise decay / gradual unfreezing, rates chosen on validation",
+    arms={"cpu": {**_strategy_arms({"scratch": STRATEGIES, "tiny-wiki": STRATEGIES}, INIT_CPU, CPU_RATES),
+                  **_strategy_arms({"minilm": STRATEGIES}, INIT_CPU, MINILM_CPU_RATES),
+                  # MiniLM was trained to be read by the mean of its tokens, not by [CLS]: the
+                  # linear probe both ways, and ours as the control.
+                  **{f"{init}/frozen-mean/lr={_lr(lr)}": {**INIT_CPU, "init": init, "strategy": "frozen",
+                                                         "pooling": "mean", "lr": lr}
+                     for init in ("tiny-wiki", "minilm") for lr in MINILM_CPU_RATES["frozen"]}},
+          "gpu": _strategy_arms({"scratch": STRATEGIES, "tiny-wiki": STRATEGIES, "minilm": STRATEGIES},
+                                {**INIT_CPU, "max_eval": None, "epochs": 6}, GPU_RATES)},
 ))
 
 register_study(Study(
     name="data-efficiency",
-    description="topic classification from 100, 300 and 1,000 labelled articles: no pretraining vs the book's "
-                "model, full fine-tuning at 1e-3, and the book's model frozen (a linear probe at 3e-2)",
-    arms={"cpu": {f"{init}{'-frozen' if strategy == 'frozen' else ''}/labels={n}": {
+    description="topic classification from 100, 300, 1,000 and all 7,258 labelled articles: no pretraining vs "
+                "the book's model, full fine-tuning at 1e-3, and the book's model frozen (a linear probe at 3e-2)",
+    arms={"cpu": {f"{init}{'-frozen' if strategy == 'frozen' else ''}/labels={n or 'all'}": {
         **CPU_TOPIC, "init": init, "strategy": strategy, "lr": 1e-3 if strategy == "full" else 3e-2, "labels": n,
         "epochs": _labels_epochs(n), "patience": 3}
         for init, strategy in (("scratch", "full"), ("tiny-wiki", "full"), ("tiny-wiki", "frozen"))
-        for n in (100, 300, 1000)},
+        for n in (100, 300, 1000, None)},
           "gpu": {f"{init}/labels={n or 'all'}": {**GPU_TOPIC, "init": init, "strategy": "full", "lr": 3e-4,
                                                   "labels": n, "patience": 3,
                                                   "epochs": _labels_epochs(n) if n else 5}

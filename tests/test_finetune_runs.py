@@ -127,7 +127,7 @@ def test_one_shipped_run_reproduces():
 
 
 def test_the_shipped_logs_are_where_the_chapter_reads_them():
-    for name in ("strategies", "data-efficiency", "long-inputs", "tasks", "reference"):
+    for name in ("strategies", "initialisations", "data-efficiency", "long-inputs", "tasks", "reference"):
         grid = load_finetune_grid(name, "cpu")
         assert grid.path == results_path(name, "cpu") and not grid.stale, name
         assert {r["seed"] for r in grid.runs} == {0, 1, 2}, name
