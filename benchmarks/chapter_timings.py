@@ -2,6 +2,7 @@
 
     python benchmarks/chapter_timings.py            # the whole book, cold then warm
     python benchmarks/chapter_timings.py --smoke    # chapter 1 only, into a temporary folder (CI)
+    python benchmarks/chapter_timings.py --chapters 13_sop_vs_nsp   # measure these, keep the other rows
 
 Each chapter notebook runs top to bottom in a fresh Jupyter kernel (nbclient, the library behind
 `jupyter execute` and nbval), in the book's order, as a reader runs it: one kernel at a time,
@@ -125,6 +126,32 @@ def measure(chapters: list[Path], timeout: int, keep_cache: Path | None = None) 
             "commit": commit(), "machine": machine(), "chapters": rows}
 
 
+def machine_kind(m: dict) -> tuple:
+    """What makes two machines' timings comparable: the processor, the cores, the memory in whole
+    GiB (the exact byte count differs between two machines of one kind), the GPU, torch."""
+    memory = round(m["memory_bytes"] / 2**30) if m.get("memory_bytes") else None
+    return m.get("cpu"), m.get("logical_cores"), m.get("physical_cores"), memory, m.get("gpu"), m.get("torch")
+
+
+def update(results: dict, stems: list[str], chapters: list[Path], timeout: int, keep_cache: Path | None) -> dict:
+    """The JSON with the rows of `stems` measured now (each row noting its own commit and date) and
+    every other row kept, in the book's order. Refused on another kind of machine: one table, one kind."""
+    by_stem = {p.stem: p for p in chapters}
+    unknown = [s for s in stems if s not in by_stem]
+    if unknown:
+        raise SystemExit(f"not chapters of the book: {unknown}; the chapters are {', '.join(by_stem)}")
+    here = machine()
+    if machine_kind(here) != machine_kind(results["machine"]):  # checked before anything runs
+        raise SystemExit(f"this machine ({machine_kind(here)}) is not of the kind that measured the other "
+                         f"chapters ({machine_kind(results['machine'])}): measure the whole book here instead "
+                         "(no --chapters)")
+    now = measure([by_stem[s] for s in stems], timeout, keep_cache)
+    rows = dict(results["chapters"])
+    for stem in stems:
+        rows[stem] = {**now["chapters"][stem], "commit": now["commit"], "date": now["date"]}
+    return {**results, "chapters": {p.stem: rows[p.stem] for p in chapters if p.stem in rows}}
+
+
 def _minutes(seconds: float) -> str:
     return f"{int(seconds // 60)} min {seconds % 60:04.1f} s" if seconds >= 60 else f"{seconds:.1f} s"
 
@@ -159,10 +186,11 @@ def page(results: dict) -> str:
         "| chapter | cold | warm | peak memory |",
         "|---|---:|---:|---:|",
     ]
+    later = {stem: r for stem, r in rows.items() if "commit" in r}
     for stem, r in rows.items():
         peak_mib = max(r["cold"]["peak_bytes"], r["warm"]["peak_bytes"]) / 2**20
-        lines.append(f"| {stem} | {_minutes(r['cold']['seconds'])} | {_minutes(r['warm']['seconds'])} "
-                     f"| {peak_mib:,.0f} MiB |")
+        lines.append(f"| {stem}{' *' if stem in later else ''} | {_minutes(r['cold']['seconds'])} "
+                     f"| {_minutes(r['warm']['seconds'])} | {peak_mib:,.0f} MiB |")
     lines += [
         f"| **whole book** | **{_minutes(cold)}** | **{_minutes(warm)}** | **{peak / 2**20:,.0f} MiB** |",
         "",
@@ -173,9 +201,18 @@ def page(results: dict) -> str:
         + (f"and {len(over)} chapter(s) go over: {', '.join(over)}." if over else "and none goes over.")
         + f" The whole book takes {_minutes(warm)} warm"
         + (" (within the budget)." if warm <= BUDGET_BOOK_S else " (over the budget).")
-        + f" A cold first reading adds {_minutes(max(cold - warm, 0.0))}, almost all of it the pretrained model and",
-        "the vocabularies being built once.",
+        + f" A cold first reading adds {_minutes(max(cold - warm, 0.0))}, almost all of it what is built once",
+        "and then cached: the vocabularies, the pretrained model, and the runs chapters train again live.",
         "",
+    ]
+    if later:
+        lines += [
+            "\\* Measured later than the other chapters, on a machine of the same kind (processor, cores, memory,",
+            "torch), by the same command restricted to the chapter (`--chapters`), with a cache of its own: " + "; ".join(
+                f"{stem} on {r['date'][:10]} at commit `{r['commit']}`" for stem, r in later.items()) + ".",
+            "",
+        ]
+    lines += [
         "Other machines: the times scale roughly with single-core speed (the tiny model's matrix products",
         "are too small to use many cores well); a GPU is not needed and changes little for the chapters,",
         "which train for minutes at most (see [Running on a GPU and in Colab](gpu_and_colab.md)).",
@@ -189,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="chapter 1 only; results into a temporary folder")
     parser.add_argument("--page-only", action="store_true", help="rewrite appendix/timings.md from the JSON")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell before giving up")
+    parser.add_argument("--chapters", help="comma-separated chapter stems to measure; the other rows of the JSON "
+                        "are kept (the machine must be the one that measured them)")
     parser.add_argument("--keep-cache", type=Path, help="an empty folder to use as the cache, kept afterwards "
                         "(default: a temporary folder, removed)")
     args = parser.parse_args(argv)
@@ -206,7 +245,11 @@ def main(argv: list[str] | None = None) -> int:
         assert "| 01_why_encoder_only |" in text and "whole book" in text
         print(text)
         return 0
-    results = measure(chapters, args.timeout, args.keep_cache)
+    if args.chapters:
+        results = update(json.loads(RESULTS.read_text()), args.chapters.split(","), chapters, args.timeout,
+                         args.keep_cache)
+    else:
+        results = measure(chapters, args.timeout, args.keep_cache)
     atomic_write_text(RESULTS, json.dumps(results, indent=1) + "\n")
     atomic_write_text(PAGE, page(results))
     print(f"wrote {RESULTS} and {PAGE}")

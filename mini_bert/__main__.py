@@ -7,6 +7,7 @@ Subcommands:
   grid       an experiment's arms x seeds (resumable), with mean, spread and paired differences
   finetune   fine-tune an encoder on a downstream task and report its test accuracy
   finetune-grid  a fine-tuning study: arms x seeds into a results log
+  ablation-scores  score an ablation's runs (NSP/SOP probes, downstream) and their untrained controls
 
 Budgets (--budget): `500` = 500 optimiser steps; `300s`, `5m`, `5min`, `1h` = wall-clock
 training time; `2M`, `500k`, `2Mtok` = input tokens (lower-case m = minutes, upper-case M =
@@ -144,8 +145,17 @@ def cmd_fill_mask(args) -> int:
     return 0
 
 
+def parse_seeds(text: str) -> int | list[int]:
+    """--seeds: "3" = three seeds (0, 1, 2); "0,4,7" = those seeds."""
+    try:
+        return [int(s) for s in text.split(",")] if "," in text else int(text)
+    except ValueError:
+        raise ValueError(f"--seeds takes a number of seeds or a comma-separated list of them, got {text!r}") from None
+
+
 def cmd_grid(args) -> int:
     """Train (or resume) an experiment's grid of arms x seeds; print one table per metric."""
+    from . import ablations  # noqa: F401  (registers Part III's experiments)
     from .runs import EXPERIMENTS, grid
 
     if args.list:
@@ -159,10 +169,7 @@ def cmd_grid(args) -> int:
     if args.name is None:
         raise ValueError("name an experiment, e.g. `python -m mini_bert grid smoke --seeds 3` "
                          "(`python -m mini_bert grid --list` shows them)")
-    try:  # "3" = three seeds (0, 1, 2); "0,4,7" = those seeds
-        seeds = [int(s) for s in args.seeds.split(",")] if "," in args.seeds else int(args.seeds)
-    except ValueError:
-        raise ValueError(f"--seeds takes a number of seeds or a comma-separated list of them, got {args.seeds!r}") from None
+    seeds = parse_seeds(args.seeds)
     result = grid(args.name, seeds, scale=args.scale, arms=args.arms.split(",") if args.arms else None,
                   device=args.device, results=args.results, jobs=args.jobs, threads=args.threads,
                   max_docs=args.max_docs, progress=not args.no_progress)
@@ -220,6 +227,30 @@ def cmd_finetune_grid(args) -> int:
                            jobs=args.jobs, progress=not args.no_progress)
     print(result.format_table())
     print(f"\nresults: {result.path}")
+    return 0
+
+
+def cmd_ablation_scores(args) -> int:
+    """Score (or resume scoring) an ablation's runs and their untrained controls; print the tables."""
+    import torch
+
+    from .ablations import load_ablation, score_grid
+
+    seeds = parse_seeds(args.seeds)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    log = score_grid(args.name, seeds, scale=args.scale, device=args.device, results=args.results,
+                     progress=not args.no_progress)
+    if args.results is None:  # the shipped logs: show every metric beside the grid's own
+        try:
+            result = load_ablation(args.name, args.scale)
+        except (FileNotFoundError, ValueError) as err:
+            print(f"(no table: {err})")
+        else:
+            for metric in sorted({m for r in log["runs"] for m in r["metrics"] if m.startswith("test.")}):
+                print()
+                print(result.format_table(metric))
+    print(f"\nscores: {args.results or 'mini_bert/results/' + args.name + '-' + args.scale + '-scores.json'}")
     return 0
 
 
@@ -322,6 +353,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=positive_int, default=1, help="runs side by side, one thread each")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_finetune_grid)
+
+    p = sub.add_parser("ablation-scores", help="score an ablation's runs and untrained controls (NSP/SOP probes, "
+                                               "downstream) into its scores log")
+    p.add_argument("name", help="the experiment, e.g. sentence-objectives")
+    p.add_argument("--seeds", default="3", help="a number of seeds (3 = 0,1,2) or a comma-separated list")
+    p.add_argument("--scale", default="cpu", choices=("cpu", "gpu"))
+    p.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: the best available)")
+    p.add_argument("--threads", type=positive_int, help="torch threads")
+    p.add_argument("--results", help="the JSON log (default mini_bert/results/NAME-SCALE-scores.json)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_ablation_scores)
     return parser
 
 

@@ -209,15 +209,16 @@ def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def read_log(path: str | Path) -> dict:
-    """A fine-tuning grid's log; ValueError naming the file when it is not one."""
+def read_log(path: str | Path, format: str = RESULTS_FORMAT, what: str = "fine-tuning log") -> dict:
+    """A JSON log of runs in `format` (a fine-tuning grid's by default; mini_bert.ablations reads its
+    scores logs with it too); ValueError naming the file when it is not one."""
     path = Path(path)
     try:
         log = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"the fine-tuning log {path} is damaged ({err}); delete it and run its command again") from err
-    if not isinstance(log, dict) or log.get("format") != RESULTS_FORMAT or not isinstance(log.get("runs"), list):
-        raise ValueError(f"{path} is not a fine-tuning log (format {RESULTS_FORMAT!r})")
+        raise ValueError(f"the {what} {path} is damaged ({err}); delete it and run its command again") from err
+    if not isinstance(log, dict) or log.get("format") != format or not isinstance(log.get("runs"), list):
+        raise ValueError(f"{path} is not a {what} (format {format!r})")
     return log
 
 

@@ -5,12 +5,14 @@ oversubscription (with two OpenMP threads each, tiny models ran up to 100x slowe
 test may change the thread count (training picks the physical cores), so every test starts
 with one thread again.
 """
+import shutil
+
 import pytest
 import torch
 
 from mini_bert import BertConfig, BertForPreTraining
 from mini_bert.data import load_corpus
-from mini_bert.tokenization import train_wordpiece
+from mini_bert.tokenization import default_tokenizer, train_wordpiece
 
 torch.set_num_threads(1)
 
@@ -45,3 +47,30 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
+
+
+# The vocabulary size of the quick runs of tests/test_runs.py and tests/test_ablations.py: the
+# default WordPiece recipe at 1,000 tokens trains in seconds.
+SMALL_VOCAB = 1000
+
+
+@pytest.fixture(scope="module")
+def vocab_cache(tmp_path_factory):
+    """A cache folder holding only the small default vocabulary, trained once for the module."""
+    folder = tmp_path_factory.mktemp("vocab")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MINI_BERT_CACHE", str(folder))
+        default_tokenizer(SMALL_VOCAB)
+    return folder
+
+
+@pytest.fixture
+def cache(vocab_cache, tmp_path, monkeypatch):
+    """A fresh, empty run cache for one test (the vocabulary copied in, so it is not trained again)."""
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    for vocab in vocab_cache.iterdir():  # a folder per vocabulary (and .locks/, not needed)
+        if not vocab.name.startswith("."):
+            shutil.copytree(vocab, folder / vocab.name)
+    monkeypatch.setenv("MINI_BERT_CACHE", str(folder))
+    return folder

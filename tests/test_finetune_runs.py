@@ -113,9 +113,17 @@ def test_the_transformers_reference_trains_minilm_and_refuses_what_it_does_not_d
         finetune_with_transformers(task, FinetuneConfig(strategy="llrd"))
 
 
+# How far a rerun on another CPU may move a score: its kernels round some sums differently and the
+# run drifts over its steps. Measured: the logged scratch/full/lr=0.003 run (made on an AVX2 CPU),
+# trained again on an AVX-512 one, moved accuracy by 0.006 and macro-F1 by 0.014. Macro-F1 weighs
+# each of the 11 topics alike, so one article flipped in a small topic moves it several times more
+# than it moves accuracy: 0.01 (a handful of articles) for accuracy, 0.03 for macro-F1.
+RERUN_TOLERANCE = {"accuracy": 0.01, "macro_f1": 0.03}
+
+
 def test_one_shipped_run_reproduces():
     """A run of the shipped strategies log, trained again: the same scores. One thread, as the
-    grid's workers trained; 0.01 (a handful of test articles) for another CPU's rounding."""
+    grid's workers trained; RERUN_TOLERANCE for another CPU's rounding."""
     grid = load_finetune_grid("strategies", "cpu")
     if grid.stale:
         pytest.fail(f"{grid.path} is stale: regenerate it with {grid.log['command']}")
@@ -123,7 +131,7 @@ def test_one_shipped_run_reproduces():
     again = run_finetune(logged["settings"], 0, device="cpu")
     assert again["train_examples"] == logged["train_examples"] and again["test_targets"] == logged["test_targets"]
     for name, value in logged["metrics"].items():
-        assert again["metrics"][name] == pytest.approx(value, abs=0.01), name
+        assert again["metrics"][name] == pytest.approx(value, abs=RERUN_TOLERANCE[name.split(".")[-1]]), name
 
 
 def test_the_shipped_logs_are_where_the_chapter_reads_them():

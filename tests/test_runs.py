@@ -27,35 +27,14 @@ from mini_bert.runs import (
     student_t_cdf,
     student_t_quantile,
 )
-from mini_bert.tokenization import default_tokenizer
+
+from conftest import SMALL_VOCAB
 from mini_bert.recipe import Recipe
 
 # The smoke experiment's CPU recipe, with even fewer steps: every training here takes a second.
-TINY = Recipe(preset="tiny", model=runs.SMOKE_MODEL, vocab_size=1000, budget="5", batch_size=8, seq_len=32,
+TINY = Recipe(preset="tiny", model=runs.SMOKE_MODEL, vocab_size=SMALL_VOCAB, budget="5", batch_size=8, seq_len=32,
               long_seq_len=0)
 MAX_DOCS = 160  # quick grids: 160 training articles, 20 of each held-out split
-
-
-@pytest.fixture(scope="module")
-def vocab_cache(tmp_path_factory):
-    """A cache folder holding only the small default vocabulary, trained once for the module."""
-    folder = tmp_path_factory.mktemp("vocab")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MINI_BERT_CACHE", str(folder))
-        default_tokenizer(TINY.vocab_size)
-    return folder
-
-
-@pytest.fixture
-def cache(vocab_cache, tmp_path, monkeypatch):
-    """A fresh, empty run cache for one test (the vocabulary copied in, so it is not trained again)."""
-    folder = tmp_path / "cache"
-    folder.mkdir()
-    for vocab in vocab_cache.iterdir():  # a folder per vocabulary (and .locks/, not needed)
-        if not vocab.name.startswith("."):
-            shutil.copytree(vocab, folder / vocab.name)
-    monkeypatch.setenv("MINI_BERT_CACHE", str(folder))
-    return folder
 
 
 @pytest.fixture(scope="module")

@@ -40,3 +40,26 @@ def test_the_page_computes_its_totals():
     assert "| **whole book** | **2 min 30.0 s** | **7 min 10.0 s** | **1,024 MiB** |" in text
     assert "| a | 1 min 40.0 s | 30.0 s | 1,024 MiB |" in text
     assert "1 chapter(s) go over: b." in text and "(within the budget)" in text and "no GPU, Python 3.11" in text
+
+
+def test_a_chapter_measured_later_is_marked_with_its_commit():
+    timings = script()
+    row = {"cold": {"seconds": 10.0, "peak_bytes": 2**28}, "warm": {"seconds": 5.0, "peak_bytes": 2**28}}
+    results = {"command": timings.COMMAND, "date": "2026-01-01T00:00:00+00:00", "commit": "0" * 12,
+               "machine": {"cpu": "x", "logical_cores": 2, "physical_cores": 2, "memory_bytes": 2**34, "gpu": None,
+                           "python": "3.11", "torch": "2", "threads": 2},
+               "chapters": {"a": row, "b": {**row, "commit": "abcdef123456", "date": "2026-02-03T00:00:00+00:00"}}}
+    text = timings.page(results)
+    assert "| a | 10.0 s |" in text and "| b * | 10.0 s |" in text
+    assert "b on 2026-02-03 at commit `abcdef123456`" in text
+    plain = timings.page({**results, "chapters": {"a": row}})
+    assert " * |" not in plain and "Measured later" not in plain
+
+
+def test_machines_of_one_kind_compare_equal():
+    timings = script()
+    m = {"cpu": "AMD EPYC", "logical_cores": 2, "physical_cores": 2, "memory_bytes": 25276063744, "gpu": None,
+         "torch": "2.13.0+cpu", "platform": "one kernel"}
+    assert timings.machine_kind(m) == timings.machine_kind({**m, "memory_bytes": 25276502016, "platform": "another"})
+    assert timings.machine_kind(m) != timings.machine_kind({**m, "logical_cores": 4})
+    assert timings.machine_kind(m) != timings.machine_kind({**m, "memory_bytes": 2 * m["memory_bytes"]})

@@ -1,0 +1,360 @@
+"""Part III's ablations: the experiments of its chapters (chapter 13's SOP vs NSP so far; the
+RoBERTa and ALBERT chapters add theirs here), and the scores beyond held-out MLM that they need.
+
+A pretraining grid (mini_bert.runs.grid) scores every run on held-out masked tokens. An ablation
+of BERT's successors asks more: does the model know which segment follows which (ALBERT's SOP),
+whether two segments belong together (BERT's NSP), and does it fine-tune better? This module adds
+those scores, the same for every arm, and logs them beside the grid's own log:
+
+- `Experiment`s, registered with mini_bert.runs: "sentence-objectives" (chapter 13: MLM alone,
+  MLM + NSP, MLM + SOP on the same sentence pairs).
+- `sentence_scores`: NSP and SOP accuracy of a frozen model, read by a logistic probe on its
+  last-layer [CLS] vector (trained on training-split pairs, chosen on nothing, scored on the
+  validation and test splits), and by its own sentence head where it was trained one.
+- `sentence_baselines`: the controls that cannot read (chapter 7's topic shortcut): a logistic
+  regression on the word overlap of the two segments, and on a signed bag of words (+A, -B).
+- `downstream_scores`: chapter 10's fine-tuning runs from the model's checkpoint.
+- `score_grid`: every logged run of a grid, and the untrained model of every seed (the control),
+  scored into results/{experiment}-{scale}-scores.json (resumable, one record per run);
+  `load_ablation`: the grid's log and the scores' log as one GridResult, so that one table, one
+  paired difference and one figure cover every metric.
+
+This module is not part of the run code (mini_bert.cache.RUN_CODE): a trained model does not
+depend on how it is scored afterwards. Its scores log carries the code version of this module and
+of everything it imports, the run code included, so a change to either stales it.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import platform
+import tempfile
+import time
+from functools import lru_cache
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from .cache import atomic_write_text, code_version
+from .checkpoint import save_checkpoint
+from .evaluation import sentence_features, train_logistic_probe
+from .finetune_runs import read_log
+from .finetuning import run_finetune
+from .heldout import sentence_batch
+from .pretraining import build_model
+from .recipe import Recipe
+from .runs import (RESULTS_DIR, Experiment, GridResult, arm_recipe, flatten_metrics, get_experiment, load_grid,
+                   read_results, register, run, score)
+from .tokenization import default_tokenizer
+
+SCORES_FORMAT = "mini_bert-ablation-scores/1"
+ABLATION_CODE = ("ablations",)  # the code version of a scores log: this module and all it imports
+UNTRAINED = "untrained"  # the control arm of every scores log: the seed's initial weights, never trained
+SENTENCE_TASKS = ("nsp", "sop")
+
+# The sentence pairs every model is probed on: 128-token pairs as BERT and ALBERT build them
+# (chapter 7), 2,000 from the training split to fit the probe, 1,000 from each held-out split.
+PROBE_LENGTH = 128
+PROBE_TRAIN, PROBE_EVAL = 2000, 1000
+PROBE_SEED = 0
+
+# Chapter 10's runs, from a pretrained checkpoint: topic classification from 300 labelled articles
+# (full fine-tuning, and a linear probe on the mean of the frozen token vectors), and the pair task
+# "do two first sentences share a topic" from 1,000 labelled pairs. The learning rates are those
+# chapter 10 chose on validation for the same architecture (mini_bert/results/finetune-*.json);
+# every arm gets the same ones, so no arm is tuned more than another.
+DOWNSTREAM = {
+    "topic_full": {"task": "topic", "labels": 300, "max_length": 64, "epochs": 4, "max_eval": 400,
+                   "patience": None, "strategy": "full", "lr": 3e-3},
+    "topic_frozen": {"task": "topic", "labels": 300, "max_length": 64, "epochs": 4, "max_eval": 400,
+                     "patience": None, "strategy": "frozen", "pooling": "mean", "lr": 1e-1},
+    "pairs_full": {"task": "same-topic", "labels": 1000, "max_length": 64, "epochs": 4, "max_eval": 400,
+                   "patience": None, "strategy": "full", "lr": 1e-3},
+}
+
+
+# ============================================================================================
+# The experiments
+# ============================================================================================
+
+# Chapter 13: ALBERT's Table 5. The three arms read the same kind of input, [CLS] A [SEP] B [SEP]
+# pairs of consecutive segments; "mlm" reads exactly the SOP arm's batches (the same examples,
+# masks and order for a seed) and ignores their order labels, so mlm vs sop differ in the loss
+# alone. NSP pairs differ by construction: half of their B segments come from other articles.
+# The cpu scale: 64-token pairs, the last 10% of the steps on 128-token ones (the book's two
+# phases), 64 pairs a step: 3 to 4 minutes of one core a run.
+SENTENCE_OBJECTIVES = register(Experiment(
+    name="sentence-objectives",
+    description="ALBERT's Table 5 at small scale: MLM alone vs MLM + NSP vs MLM + SOP on sentence pairs (same "
+                "budget, data kind and seeds); held-out MLM here, NSP/SOP probes and downstream in the scores log",
+    arms={"mlm": {"objective": "mlm", "format": "sop"}, "nsp": {"objective": "nsp"}, "sop": {"objective": "sop"}},
+    baseline="mlm",
+    base={"cpu": Recipe(seq_len=64, budget="600"),
+          "gpu": Recipe(preset="mini", seq_len=128, long_seq_len=512, batch_size=256, budget="20000")},
+))
+
+
+# ============================================================================================
+# Sentence tasks: probes and the controls that cannot read
+# ============================================================================================
+
+@lru_cache(maxsize=4)
+def probe_batches(vocab_size: int, task: str) -> dict[str, dict[str, torch.Tensor]]:
+    """The `task` pairs every model is probed on, by split: {"train", "validation", "test"}.
+    Built once per process (the same for every model: fixed seed and size)."""
+    tokenizer = default_tokenizer(vocab_size)
+    sizes = {"train": PROBE_TRAIN, "validation": PROBE_EVAL, "test": PROBE_EVAL}
+    return {split: sentence_batch(tokenizer, task, split, seq_len=PROBE_LENGTH, seed=PROBE_SEED, limit=n)
+            for split, n in sizes.items()}
+
+
+def _accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    return (logits.argmax(-1) == labels).float().mean().item()
+
+
+def sentence_scores(model, tokenizer, objective: str | None = None) -> dict[str, float]:
+    """NSP and SOP accuracy of a frozen model on the validation and test pairs.
+
+    "{split}.{task}_probe.accuracy": a logistic probe on the last-layer [CLS] vector, fitted on the
+    training pairs: the same reading for every model, whatever it was trained on (an MLM-only
+    model has no trained sentence head, and its pooler is untrained).
+    "{split}.{task}_head.accuracy": the model's own sentence head, for the task it was trained on.
+    "{split}.{task}.majority": the larger class's share (what always guessing it scores).
+    """
+    scores = {}
+    for task in SENTENCE_TASKS:
+        batches = probe_batches(tokenizer.vocab_size, task)
+        features = {split: sentence_features(model, batch, features="cls") for split, batch in batches.items()}
+        probe = train_logistic_probe(features["train"][0], batches["train"]["sentence_labels"])
+        for split in ("validation", "test"):
+            x, head_logits = features[split]
+            labels = batches[split]["sentence_labels"]
+            with torch.no_grad():
+                scores[f"{split}.{task}_probe.accuracy"] = _accuracy(probe(x), labels)
+            if objective == task:
+                scores[f"{split}.{task}_head.accuracy"] = _accuracy(head_logits, labels)
+            scores[f"{split}.{task}.majority"] = max(float((labels == c).float().mean()) for c in (0, 1))
+    return scores
+
+
+def _segments(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which positions of each pair hold segment A's and segment B's tokens ([CLS], [SEP] and
+    padding excluded): two boolean (N, L) masks."""
+    real = batch["attention_mask"].bool()
+    types = batch["token_type_ids"]
+    sep = torch.zeros_like(real)
+    # The [SEP] closing each segment is its last token: where the next position's type differs,
+    # or the last real position.
+    last_real = real.sum(1) - 1
+    sep[torch.arange(len(real)), last_real] = True
+    sep[:, :-1] |= (types[:, :-1] == 0) & (types[:, 1:] == 1)
+    a = real & (types == 0) & ~sep
+    a[:, 0] = False  # [CLS]
+    return a, real & (types == 1) & ~sep
+
+
+def _presence(ids: torch.Tensor, where: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """(N, V) 1.0 where a token occurs in the selected positions of each row, else 0.0."""
+    out = torch.zeros(len(ids), vocab_size)
+    rows = torch.arange(len(ids)).unsqueeze(1).expand_as(ids)
+    out[rows[where], ids[where]] = 1.0
+    return out
+
+
+def inverse_document_frequency(batch: dict[str, torch.Tensor], vocab_size: int) -> torch.Tensor:
+    """(V,) smoothed IDF over the segments of a batch of pairs (each A and each B one document):
+    log((1 + n) / (1 + df)) + 1, so that rare shared words count more than "the" (chapter 7)."""
+    a_where, b_where = _segments(batch)
+    present = torch.cat([_presence(batch["input_ids"], a_where, vocab_size),
+                         _presence(batch["input_ids"], b_where, vocab_size)])
+    return torch.log((1 + len(present)) / (1 + present.sum(0))) + 1
+
+
+def bag_features(batch: dict[str, torch.Tensor], vocab_size: int, kind: str,
+                 idf: torch.Tensor | None = None) -> torch.Tensor:
+    """Features of each pair that cannot read (chapter 7):
+    "overlap": the cosine of the two segments' sets of tokens (each token weighted by `idf`, or
+        all alike) and their Jaccard overlap. Symmetric, so a pair and its swap get the same
+        features: blind to order, by construction.
+    "signed": +1 for every token present in A, -1 for every token present in B (both: 0)."""
+    a_where, b_where = _segments(batch)
+    a = _presence(batch["input_ids"], a_where, vocab_size)
+    b = _presence(batch["input_ids"], b_where, vocab_size)
+    if kind == "signed":
+        return a - b
+    if kind != "overlap":
+        raise ValueError(f"kind must be 'overlap' or 'signed', got {kind!r}")
+    weights = torch.ones(vocab_size) if idf is None else idf
+    wa, wb = a * weights, b * weights
+    cosine = (wa * wb).sum(1) / (wa.norm(dim=1) * wb.norm(dim=1)).clamp_min(1e-9)
+    shared = (a * b).sum(1)
+    jaccard = shared / (a.sum(1) + b.sum(1) - shared).clamp_min(1e-9)
+    return torch.stack([cosine, jaccard], 1)
+
+
+def sentence_baselines(vocab_size: int, split: str = "test") -> dict[str, dict[str, float]]:
+    """{task: {"overlap": accuracy, "signed": accuracy}}: a logistic regression on each kind of
+    bag_features (IDF from the training pairs), fitted on the training pairs and scored on
+    `split`'s: the pairs every model is probed on."""
+    result = {}
+    for task in SENTENCE_TASKS:
+        batches = probe_batches(vocab_size, task)
+        idf = inverse_document_frequency(batches["train"], vocab_size)
+        result[task] = {}
+        for kind in ("overlap", "signed"):
+            probe = train_logistic_probe(bag_features(batches["train"], vocab_size, kind, idf),
+                                         batches["train"]["sentence_labels"])
+            with torch.no_grad():
+                logits = probe(bag_features(batches[split], vocab_size, kind, idf))
+            result[task][kind] = _accuracy(logits, batches[split]["sentence_labels"])
+    return result
+
+
+# ============================================================================================
+# Downstream
+# ============================================================================================
+
+def downstream_scores(checkpoint: str | Path, seed: int, *, device=None) -> dict[str, float]:
+    """Chapter 10's DOWNSTREAM runs fine-tuned from `checkpoint` (a mini_bert checkpoint folder)
+    with `seed`: "{split}.{name}.accuracy" (and macro_f1) for split in validation, test."""
+    scores = {}
+    for name, settings in DOWNSTREAM.items():
+        result = run_finetune({**settings, "init": str(checkpoint)}, seed, device=device)
+        for metric, value in result["metrics"].items():
+            split, measure = metric.split(".", 1)
+            if measure in ("accuracy", "macro_f1"):
+                scores[f"{split}.{name}.{measure}"] = value
+    return scores
+
+
+# ============================================================================================
+# One run's scores, and the scores of a grid
+# ============================================================================================
+
+def score_run(experiment: Experiment, arm: str, seed: int, scale: str = "cpu", *, device=None,
+              progress: bool = False) -> dict:
+    """The scores record of one run: its arm's recipe with `seed`, loaded from the run cache (or
+    trained into it), scored on the sentence tasks and downstream. arm=UNTRAINED: the baseline
+    arm's initial weights for `seed`, never trained (the control every trained arm is read
+    against), also scored on held-out MLM like a grid run."""
+    started = time.perf_counter()
+    recipe = arm_recipe(experiment, experiment.baseline if arm == UNTRAINED else arm, scale).replace(seed=seed)
+    if arm == UNTRAINED:
+        tokenizer = default_tokenizer(recipe.vocab_size)
+        model = build_model(recipe, tokenizer.vocab_size).eval()
+        metrics = flatten_metrics(score(model, tokenizer))
+        metrics.update(sentence_scores(model, tokenizer))
+        with tempfile.TemporaryDirectory() as folder:
+            checkpoint = save_checkpoint(Path(folder) / "untrained", model, tokenizer, recipe=recipe)
+            metrics.update(downstream_scores(checkpoint, seed, device=device))
+        curve = {}
+    else:
+        trained = run(recipe, seed, progress=progress, device=device)
+        metrics = sentence_scores(trained.model, trained.tokenizer, recipe.objective)
+        metrics.update(downstream_scores(trained.path, seed, device=device))
+        curve = training_curve(trained.history)
+    return {"arm": arm, "seed": seed, "metrics": metrics, "curve": curve,
+            "seconds": round(time.perf_counter() - started, 1)}
+
+
+CURVE_POINTS = 20  # a training curve in the scores log: the mean of each twentieth of the steps
+
+
+def training_curve(history: dict, points: int = CURVE_POINTS) -> dict[str, list[float]]:
+    """The training losses of a run's history, averaged over `points` equal windows of steps:
+    {"step": last step of each window, "mlm_loss": [...], "sentence_loss": [...] (if trained: a
+    loss logged as nan throughout is left out)}.
+    A step's loss is one noisy batch; a window's mean shows the trend, small enough to log."""
+    steps = history.get("step", [])
+    if not steps:
+        return {}
+    bounds = [round(i * len(steps) / points) for i in range(points + 1)]
+    windows = [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+    curve = {"step": [int(steps[b - 1]) for _, b in windows]}
+    for key in ("mlm_loss", "sentence_loss"):
+        values = history.get(key)
+        # The loop logs nan for a loss the run does not train (the sentence loss of MLM alone).
+        if values and len(values) == len(steps) and all(math.isfinite(v) for v in values):
+            curve[key] = [round(sum(values[a:b]) / (b - a), 4) for a, b in windows]
+    return curve
+
+
+def scores_path(name: str, scale: str) -> Path:
+    return RESULTS_DIR / f"{name}-{scale}-scores.json"
+
+
+def scores_command(name: str, seeds: Sequence[int], scale: str) -> str:
+    count = list(seeds) == list(range(len(seeds)))
+    return (f"python -m mini_bert ablation-scores {name} --seeds "
+            f"{len(seeds) if count else ','.join(map(str, seeds))} --scale {scale}")
+
+
+def read_scores(path: str | Path) -> dict:
+    """A scores log; ValueError naming the file and the fix when it is not one."""
+    return read_log(path, SCORES_FORMAT, "ablation scores log")
+
+
+def score_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu", device=None,
+               results: str | Path | None = None, progress: bool = True) -> dict:
+    """Score every arm x seed of experiment `name` and the untrained control of every seed, into
+    the scores log (default results/{name}-{scale}-scores.json), rewritten after every run so that
+    a stopped command resumes. Runs missing from the run cache are trained first (the same runs
+    as the grid's: `grid` and this command may run in either order). Returns the log."""
+    experiment = get_experiment(name)
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    if not seed_list or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seed_list):
+        raise ValueError(f"seeds must be a number >= 1 or a list of non-negative seeds, got {seeds!r}")
+    if scale not in experiment.base:
+        raise ValueError(f"experiment {name!r} has no {scale!r} scale; use one of: {', '.join(experiment.base)}")
+    path = Path(results) if results is not None else scores_path(name, scale)
+    header = {"format": SCORES_FORMAT, "experiment": name, "scale": scale,
+              "code_version": code_version(*ABLATION_CODE), "run_code_version": code_version(),
+              "command": scores_command(name, seed_list, scale),
+              "machine": {"python": platform.python_version(), "torch": torch.__version__,
+                          "threads": torch.get_num_threads()},
+              "probe": {"length": PROBE_LENGTH, "train": PROBE_TRAIN, "eval": PROBE_EVAL, "features": "cls"},
+              "downstream": DOWNSTREAM}
+    records: list[dict] = []
+    if path.exists():
+        log = read_scores(path)
+        if (log.get("experiment"), log.get("scale"), log.get("code_version")) != (name, scale, header["code_version"]):
+            raise ValueError(f"{path} holds scores of another experiment, scale or code version "
+                             f"({log.get('experiment')}, {log.get('scale')}, {log.get('code_version')}); delete it "
+                             "or pass results= a new path (scores of different code are never mixed)")
+        records = log["runs"]
+    arms = [*experiment.arms, UNTRAINED]
+    done = {(r["arm"], r["seed"]) for r in records}
+    todo = [(arm, seed) for seed in seed_list for arm in arms if (arm, seed) not in done]
+    from tqdm.auto import tqdm
+
+    for arm, seed in tqdm(todo, desc=f"scores {name}", unit="run", disable=not progress):
+        records.append(json.loads(json.dumps(score_run(experiment, arm, seed, scale, device=device))))
+        records.sort(key=lambda r: (r["seed"], arms.index(r["arm"]) if r["arm"] in arms else len(arms)))
+        header["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1))
+    if not path.exists():
+        atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1))
+    return read_scores(path)
+
+
+def load_ablation(name: str, scale: str = "cpu", *, results: str | Path | None = None,
+                  scores: str | Path | None = None) -> GridResult:
+    """The grid's log and its scores log as one GridResult: per (arm, seed) every metric of both,
+    plus the UNTRAINED control's records. Refuses logs of two different run codes (the scores
+    would belong to other models than the grid's)."""
+    grid_result = load_grid(name, scale, results=results)
+    path = Path(scores) if scores is not None else scores_path(name, scale)
+    if not path.is_file():
+        raise FileNotFoundError(f"no scores log {path}: run {scores_command(name, [0, 1, 2], scale)}")
+    log = read_scores(path)
+    if log.get("run_code_version") != grid_result.code_version:
+        raise ValueError(f"{path} scored the runs of code version {log.get('run_code_version')}, but "
+                         f"{grid_result.path} holds runs of {grid_result.code_version}: regenerate the older one "
+                         f"({log['command']} or {read_results(grid_result.path)['command']})")
+    extra = {(r["arm"], r["seed"]): r["metrics"] for r in log["runs"]}
+    merged = [{**r, "metrics": {**r["metrics"], **extra.get((r["arm"], r["seed"]), {})}} for r in grid_result.runs]
+    merged += [{"arm": arm, "seed": seed, "metrics": metrics} for (arm, seed), metrics in extra.items()
+               if arm == UNTRAINED]
+    return GridResult(grid_result.experiment, grid_result.scale, merged, grid_result.path, grid_result.code_version)
