@@ -84,7 +84,7 @@ DOWNSTREAM = {
 # masks and order for a seed) and ignores their order labels, so mlm vs sop differ in the loss
 # alone. NSP pairs differ by construction: half of their B segments come from other articles.
 # The cpu scale: 64-token pairs, the last 10% of the steps on 128-token ones (the book's two
-# phases), 64 pairs a step: 3 to 4 minutes of one core a run.
+# phases), 64 pairs a step: 3 to 5 minutes of one core a run.
 SENTENCE_OBJECTIVES = register(Experiment(
     name="sentence-objectives",
     description="ALBERT's Table 5 at small scale: MLM alone vs MLM + NSP vs MLM + SOP on sentence pairs (same "
@@ -194,21 +194,25 @@ def bag_features(batch: dict[str, torch.Tensor], vocab_size: int, kind: str,
     return torch.stack([cosine, jaccard], 1)
 
 
+BASELINE_L2 = (1e-3, 1e-2, 1e-1, 1.0, 10.0)  # the L2 strengths a control chooses from, on validation
+
+
 def sentence_baselines(vocab_size: int, split: str = "test") -> dict[str, dict[str, float]]:
     """{task: {"overlap": accuracy, "signed": accuracy}}: a logistic regression on each kind of
-    bag_features (IDF from the training pairs), fitted on the training pairs and scored on
-    `split`'s: the pairs every model is probed on."""
+    bag_features (IDF from the training pairs), fitted on the training pairs every model's probe is
+    fitted on, its L2 strength chosen on the validation pairs, scored on `split`'s."""
     result = {}
     for task in SENTENCE_TASKS:
         batches = probe_batches(vocab_size, task)
         idf = inverse_document_frequency(batches["train"], vocab_size)
+        labels = {name: batch["sentence_labels"] for name, batch in batches.items()}
         result[task] = {}
         for kind in ("overlap", "signed"):
-            probe = train_logistic_probe(bag_features(batches["train"], vocab_size, kind, idf),
-                                         batches["train"]["sentence_labels"])
+            x = {name: bag_features(batch, vocab_size, kind, idf) for name, batch in batches.items()}
+            probes = [train_logistic_probe(x["train"], labels["train"], l2=l2) for l2 in BASELINE_L2]
             with torch.no_grad():
-                logits = probe(bag_features(batches[split], vocab_size, kind, idf))
-            result[task][kind] = _accuracy(logits, batches[split]["sentence_labels"])
+                best = max(probes, key=lambda p: _accuracy(p(x["validation"]), labels["validation"]))
+                result[task][kind] = _accuracy(best(x[split]), labels[split])
     return result
 
 
@@ -324,6 +328,8 @@ def score_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
                              f"({log.get('experiment')}, {log.get('scale')}, {log.get('code_version')}); delete it "
                              "or pass results= a new path (scores of different code are never mixed)")
         records = log["runs"]
+        # The command that regenerates the whole log: every seed in it, this call's and earlier ones'.
+        header["command"] = scores_command(name, sorted(set(seed_list) | {r["seed"] for r in records}), scale)
     arms = [*experiment.arms, UNTRAINED]
     done = {(r["arm"], r["seed"]) for r in records}
     todo = [(arm, seed) for seed in seed_list for arm in arms if (arm, seed) not in done]
@@ -347,14 +353,23 @@ def load_ablation(name: str, scale: str = "cpu", *, results: str | Path | None =
     grid_result = load_grid(name, scale, results=results)
     path = Path(scores) if scores is not None else scores_path(name, scale)
     if not path.is_file():
-        raise FileNotFoundError(f"no scores log {path}: run {scores_command(name, [0, 1, 2], scale)}")
+        raise FileNotFoundError(f"no scores log {path}: run python -m mini_bert ablation-scores {name} --seeds N "
+                                f"--scale {scale} (N: the grid's seeds)")
     log = read_scores(path)
+    if (log.get("experiment"), log.get("scale")) != (name, grid_result.scale):
+        raise ValueError(f"{path} holds the scores of {log.get('experiment')!r} at scale {log.get('scale')!r}, not "
+                         f"of {name!r} at {grid_result.scale!r}")
     if log.get("run_code_version") != grid_result.code_version:
         raise ValueError(f"{path} scored the runs of code version {log.get('run_code_version')}, but "
                          f"{grid_result.path} holds runs of {grid_result.code_version}: regenerate the older one "
                          f"({log['command']} or {read_results(grid_result.path)['command']})")
     extra = {(r["arm"], r["seed"]): r["metrics"] for r in log["runs"]}
-    merged = [{**r, "metrics": {**r["metrics"], **extra.get((r["arm"], r["seed"]), {})}} for r in grid_result.runs]
-    merged += [{"arm": arm, "seed": seed, "metrics": metrics} for (arm, seed), metrics in extra.items()
-               if arm == UNTRAINED]
+    trained = {(r["arm"], r["seed"]) for r in grid_result.runs}
+    untrained = {(UNTRAINED, seed) for _, seed in trained}
+    if set(extra) != trained | untrained:
+        missing, unknown = sorted((trained | untrained) - set(extra)), sorted(set(extra) - trained - untrained)
+        raise ValueError(f"{path} does not score the grid's runs one for one (not scored: {missing}; not in the "
+                         f"grid: {unknown}): run {log['command']} again after the grid, with the grid's seeds")
+    merged = [{**r, "metrics": {**r["metrics"], **extra[r["arm"], r["seed"]]}} for r in grid_result.runs]
+    merged += [{"arm": arm, "seed": seed, "metrics": extra[arm, seed]} for arm, seed in sorted(untrained)]
     return GridResult(grid_result.experiment, grid_result.scale, merged, grid_result.path, grid_result.code_version)

@@ -185,6 +185,18 @@ def test_score_grid_logs_every_run_and_control_resumes_and_merges(cache, tmp_pat
     assert list(table) == ["mlm", "sop", UNTRAINED] and table["sop"].difference is not None
     assert merged.table("test.mlm@32.accuracy")["sop"].values[0] == result.runs[1]["metrics"]["test.mlm@32.accuracy"]
 
+    # A scores log must score the grid's runs one for one.
+    whole = json.loads(scores_log.read_text())
+    scores_log.write_text(json.dumps({**whole, "runs": whole["runs"][1:]}))
+    with pytest.raises(ValueError, match=r"not scored: \[\('mlm', 0\)\]"):
+        load_ablation(tiny_experiment.name, results=result.path, scores=scores_log)
+    scores_log.write_text(json.dumps({**whole, "experiment": "other"}))
+    with pytest.raises(ValueError, match="holds the scores of 'other'"):
+        load_ablation(tiny_experiment.name, results=result.path, scores=scores_log)
+    scores_log.write_text(json.dumps(whole))
+    # Resuming with more seeds names them all in the command.
+    assert ablations.scores_command("x", [0, 1], "cpu") == "python -m mini_bert ablation-scores x --seeds 2 --scale cpu"
+
     # Scores of other models than the grid's are refused, naming both commands.
     other = json.loads(scores_log.read_text())
     other["run_code_version"] = "0123456789ab"
