@@ -221,7 +221,7 @@ def cmd_finetune_grid(args) -> int:
     """Run (or resume) a fine-tuning study's grid and print its table."""
     from .finetune_runs import finetune_grid
 
-    seeds = [int(s) for s in args.seeds.split(",")] if "," in args.seeds else int(args.seeds)
+    seeds = parse_seeds(args.seeds)
     arms = args.arms.split(",") if args.arms else None
     result = finetune_grid(args.study, seeds, scale=args.scale, arms=arms, device=args.device, results=args.results,
                            jobs=args.jobs, progress=not args.no_progress)
@@ -234,7 +234,7 @@ def cmd_ablation_scores(args) -> int:
     """Score (or resume scoring) an ablation's runs and their untrained controls; print the tables."""
     import torch
 
-    from .ablations import load_ablation, score_grid
+    from .ablations import load_ablation, score_grid, scores_path
 
     seeds = parse_seeds(args.seeds)
     if args.threads:
@@ -250,7 +250,7 @@ def cmd_ablation_scores(args) -> int:
             for metric in sorted({m for r in log["runs"] for m in r["metrics"] if m.startswith("test.")}):
                 print()
                 print(result.format_table(metric))
-    print(f"\nscores: {args.results or 'mini_bert/results/' + args.name + '-' + args.scale + '-scores.json'}")
+    print(f"\nscores: {args.results or scores_path(args.name, args.scale)}")
     return 0
 
 
