@@ -153,11 +153,16 @@ def parse_seeds(text: str) -> int | list[int]:
         raise ValueError(f"--seeds takes a number of seeds or a comma-separated list of them, got {text!r}") from None
 
 
+def register_experiments() -> None:
+    """Import the modules that register Part III's experiments (chapters 12 and 13) with mini_bert.runs."""
+    from . import ablations, sharing  # noqa: F401
+
+
 def cmd_grid(args) -> int:
     """Train (or resume) an experiment's grid of arms x seeds; print one table per metric."""
-    from . import ablations  # noqa: F401  (registers Part III's experiments)
     from .runs import EXPERIMENTS, grid
 
+    register_experiments()
     if args.list:
         for name, experiment in EXPERIMENTS.items():
             print(f"{name}: {experiment.description}")
@@ -236,6 +241,7 @@ def cmd_ablation_scores(args) -> int:
 
     from .ablations import load_ablation, score_grid, scores_path
 
+    register_experiments()
     seeds = parse_seeds(args.seeds)
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -1,5 +1,6 @@
-"""Part III's ablations: the experiments of its chapters (chapter 13's SOP vs NSP so far; the
-RoBERTa and ALBERT chapters add theirs here), and the scores beyond held-out MLM that they need.
+"""Part III's ablations: chapter 13's experiment (SOP vs NSP), and the scores beyond held-out MLM
+that every Part III experiment is read on (chapter 12's, registered by mini_bert.sharing beside
+what it measures, is scored here the same way).
 
 A pretraining grid (mini_bert.runs.grid) scores every run on held-out masked tokens. An ablation
 of BERT's successors asks more: does the model know which segment follows which (ALBERT's SOP),

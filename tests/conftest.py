@@ -74,3 +74,64 @@ def cache(vocab_cache, tmp_path, monkeypatch):
             shutil.copytree(vocab, folder / vocab.name)
     monkeypatch.setenv("MINI_BERT_CACHE", str(folder))
     return folder
+
+
+# Scores of a logged ablation run, trained and scored again (reproduce_logged_run).
+# On the machine that made the log a rerun is bit-identical. Another CPU rounds some sums
+# differently; measured with torch's portable kernels (ATEN_CPU_CAPABILITY=default) instead of
+# AVX-512: the (mlm, 0) run trained and scored again moved no score by more than 0.001, and the
+# (sop, 0) run scored again by at most 0.0025. 0.01 is a handful of the 400 to 1,000 held-out items.
+SCORE_ABS_TOL = 0.01
+
+
+def assert_shipped_ablation_logs(name: str, min_seeds: int = 3) -> None:
+    """Assert that the shipped grid and scores logs of experiment `name` (cpu scale) are of the
+    current code, hold every arm x seed (and the untrained control of every seed) one for one with
+    at least `min_seeds` seeds, and name the commands that regenerate them."""
+    from mini_bert import ablations, runs
+    from mini_bert.cache import code_version
+
+    result = ablations.load_ablation(name)  # refuses scores that are not one for one with the grid
+    assert not result.stale, f"regenerate: {runs.read_results(result.path)['command']}"
+    scores = ablations.read_scores(ablations.scores_path(name, "cpu"))
+    assert scores["code_version"] == code_version(*ablations.ABLATION_CODE), f"regenerate: {scores['command']}"
+    arms = runs.get_experiment(name).arms
+    seeds = sorted({r["seed"] for r in result.runs})
+    assert len(seeds) >= min_seeds
+    assert {(r["arm"], r["seed"]) for r in scores["runs"]} == {(a, s) for a in [*arms, ablations.UNTRAINED]
+                                                               for s in seeds}
+    assert {(r["arm"], r["seed"]) for r in result.runs if r["arm"] != ablations.UNTRAINED} == \
+        {(a, s) for a in arms for s in seeds}
+    assert scores["command"] == ablations.scores_command(name, seeds, "cpu")
+    assert runs.read_results(result.path)["command"] == runs.grid_command(name, seeds, "cpu", device="cpu")
+
+
+def reproduce_logged_run(name: str, arm: str, folder, capsys) -> None:
+    """Assert that the seed-0 run of `arm` in the shipped grid log of experiment `name` (cpu scale), trained again
+    by the grid's own command (one arm, one seed, a log in `folder`) in the current cache (the
+    tests' `cache` fixture: empty), gives the logged held-out scores, and scored again as the
+    scores command does, the logged scores."""
+    import math
+    import shlex
+
+    from mini_bert import runs
+    from mini_bert.__main__ import main
+    from mini_bert.ablations import read_scores, score_run, scores_path
+
+    log = runs.read_results(runs.default_results_path(name, "cpu"))
+    record = next(r for r in log["runs"] if r["arm"] == arm and r["seed"] == 0)
+    argv = shlex.split(log["command"])[3:] + ["--arms", arm, "--seeds", "1", "--results", str(folder / "g.json"),
+                                              "--jobs", "1", "--threads", "1", "--no-progress"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    (rerun,) = runs.read_results(folder / "g.json")["runs"]
+    assert rerun["from_cache"] is False and rerun["recipe"] == record["recipe"]
+    for metric, value in record["metrics"].items():
+        assert math.isclose(rerun["metrics"][metric], value, abs_tol=1e-3 if "accuracy" in metric else 0,
+                            rel_tol=1e-3 if metric.endswith("loss") else 0), metric
+    logged = next(r for r in read_scores(scores_path(name, "cpu"))["runs"]
+                  if r["arm"] == arm and r["seed"] == 0)["metrics"]
+    rescored = score_run(runs.get_experiment(name), arm, 0)["metrics"]
+    assert rescored.keys() == logged.keys()
+    assert all(abs(rescored[k] - logged[k]) <= SCORE_ABS_TOL for k in logged), \
+        {k: (logged[k], rescored[k]) for k in logged if abs(rescored[k] - logged[k]) > SCORE_ABS_TOL}

@@ -3,15 +3,13 @@ scores log beside a grid's log, bad input, and the shipped logs of chapter 13 (o
 from __future__ import annotations
 
 import json
-import math
-import shlex
 
 import pytest
 import torch
 
 from mini_bert import ablations, runs
 from mini_bert.ablations import (SENTENCE_OBJECTIVES, UNTRAINED, bag_features, load_ablation, read_scores,
-                                 score_grid, score_run, scores_path)
+                                 score_grid)
 from mini_bert.batches import recipe_batches
 from mini_bert.data import load_corpus
 from mini_bert.examples import Collator, Example, PretrainingDataset, build_examples, tokenize_documents
@@ -21,7 +19,7 @@ from mini_bert.recipe import Recipe
 from mini_bert.runs import Experiment, arm_recipe, code_version
 from mini_bert.tokenization import default_tokenizer
 
-from conftest import SMALL_VOCAB
+from conftest import SMALL_VOCAB, assert_shipped_ablation_logs, reproduce_logged_run
 
 TINY = Recipe(preset="tiny", model=runs.SMOKE_MODEL, vocab_size=SMALL_VOCAB, budget="3", batch_size=8, seq_len=32,
               long_seq_len=0)
@@ -226,50 +224,13 @@ def test_bad_seeds_and_scales_are_refused_before_any_work(tiny_experiment, monke
 # ------------------------------------------------------------------ the shipped logs of chapter 13
 
 def test_the_shipped_chapter_13_logs_are_current_complete_and_name_their_commands():
-    result = load_ablation("sentence-objectives")
-    assert not result.stale, f"regenerate: {runs.read_results(result.path)['command']}"
-    scores = read_scores(scores_path("sentence-objectives", "cpu"))
-    assert scores["code_version"] == code_version(*ablations.ABLATION_CODE), f"regenerate: {scores['command']}"
-    seeds = sorted({r["seed"] for r in result.runs})
-    assert len(seeds) >= 3
-    expected = {(arm, s) for arm in [*SENTENCE_OBJECTIVES.arms, UNTRAINED] for s in seeds}
-    assert {(r["arm"], r["seed"]) for r in scores["runs"]} == expected
-    assert {(r["arm"], r["seed"]) for r in result.runs if r["arm"] != UNTRAINED} == \
-        {(a, s) for a in SENTENCE_OBJECTIVES.arms for s in seeds}
-    assert scores["command"] == ablations.scores_command("sentence-objectives", seeds, "cpu")
-    assert runs.read_results(result.path)["command"] == runs.grid_command(
-        "sentence-objectives", seeds, "cpu", device="cpu")
-
-
-# On the machine that made the log a rerun is bit-identical. Another CPU rounds some sums
-# differently; measured with torch's portable kernels (ATEN_CPU_CAPABILITY=default) instead of
-# AVX-512: the (mlm, 0) run trained and scored again moved no score by more than 0.001, and the
-# (sop, 0) run scored again by at most 0.0025. 0.01 is a handful of the 400 to 1,000 held-out items.
-SCORE_ABS_TOL = 0.01
+    assert_shipped_ablation_logs("sentence-objectives", min_seeds=5)
 
 
 def test_a_logged_run_of_chapter_13_is_reproduced_by_its_commands(cache, tmp_path, capsys):
     """The baseline arm's seed 0, trained again in an empty cache by the grid's command, then scored
     again as the scores command does: the logged numbers come back."""
-    from mini_bert.__main__ import main
-
-    log = runs.read_results(runs.default_results_path("sentence-objectives", "cpu"))
-    record = next(r for r in log["runs"] if r["arm"] == "mlm" and r["seed"] == 0)
-    argv = shlex.split(log["command"])[3:] + ["--arms", "mlm", "--seeds", "1", "--results", str(tmp_path / "g.json"),
-                                              "--jobs", "1", "--threads", "1", "--no-progress"]
-    assert main(argv) == 0
-    capsys.readouterr()
-    (rerun,) = runs.read_results(tmp_path / "g.json")["runs"]
-    assert rerun["from_cache"] is False and rerun["recipe"] == record["recipe"]
-    for name, value in record["metrics"].items():
-        assert math.isclose(rerun["metrics"][name], value, abs_tol=1e-3 if "accuracy" in name else 0,
-                            rel_tol=1e-3 if name.endswith("loss") else 0), name
-    logged = next(r for r in read_scores(scores_path("sentence-objectives", "cpu"))["runs"]
-                  if r["arm"] == "mlm" and r["seed"] == 0)["metrics"]
-    rescored = score_run(SENTENCE_OBJECTIVES, "mlm", 0)["metrics"]
-    assert rescored.keys() == logged.keys()
-    assert all(abs(rescored[k] - logged[k]) <= SCORE_ABS_TOL for k in logged), \
-        {k: (logged[k], rescored[k]) for k in logged if abs(rescored[k] - logged[k]) > SCORE_ABS_TOL}
+    reproduce_logged_run("sentence-objectives", "mlm", tmp_path, capsys)
 
 
 def test_the_command_line_lists_the_experiment_and_refuses_bad_seeds(capsys):

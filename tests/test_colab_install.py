@@ -11,7 +11,7 @@ of constraints.txt. This test does the same in a fresh virtual environment under
 
 and then, in that environment's Python: ipywidgets is 7.7.1, every module the chapters import
 imports (collected from the import statements of chapters/*.ipynb, so the list never drifts), each
-widget the chapters build is built and driven (the masking panel, the attention-head explorer on a
+widget the chapters build is built and driven (the masking panel, the arm chooser, the attention-head explorer on a
 tiny random model, the two kernel-free views, the bertviz views) and one exercise checker runs.
 
 The full install runs on the Python running the tests (3.11 here: the only CPU build of torch at
@@ -177,6 +177,22 @@ assert (explorer.view.model_name, explorer.view.layer, explorer.view.head) == ("
 assert len(explorer.plot.outputs) == 1
 print("AttentionExplorer:", repr(explorer), "| widgets:", ", ".join(sorted(used)))
 lap("AttentionExplorer", start)
+
+# 3b. Part III: the arm chooser, on chapter 12's shipped grid (package data)
+start = time.perf_counter()
+import mini_bert.sharing  # registers chapter 12's experiment
+from mini_bert.ablations import load_ablation
+
+chooser = views.grid_chooser(load_ablation("albert-parameters"), arms=["none", "all"],
+                             metrics=["test.mlm@128.accuracy", "test.topic_full.accuracy"])
+assert type(chooser) is views.GridChooser
+used = check_widget(chooser, "GridChooser")
+chooser.arm_boxes["shallow"].value = True
+chooser.baseline.value = "untrained"
+assert list(chooser.chosen.experiment.arms) == ["none", "all", "shallow", "untrained"]
+assert "image/png" in chooser.plot.outputs[0]["data"] and "minus untrained" in chooser.table.value
+print("GridChooser:", repr(chooser), "| widgets:", ", ".join(sorted(used)))
+lap("GridChooser", start)
 
 # 4. the kernel-free views (chapters 6 and 9)
 start = time.perf_counter()

@@ -501,3 +501,53 @@ def test_kernel_free_heads_are_self_contained_and_unique(head_view, small_models
         views.kernel_free_head_explorer(small_models, [EXPLORER_TEXT], stat="syntax")
     with pytest.raises(ValueError, match="not in `models`"):
         views.kernel_free_head_explorer(small_models, [EXPLORER_TEXT], max_tokens={"missing": 8})
+
+
+# ------------------------------------------------------------------ the arm chooser (Part III)
+
+@pytest.fixture
+def grid_log():
+    from mini_bert.recipe import Recipe
+    from mini_bert.runs import Experiment, GridResult
+
+    experiment = Experiment(name="chooser-test", description="", arms={"a": {}, "b": {"mask_ratio": 0.15},
+                                                                         "c": {"mask_ratio": 0.4}},
+                            baseline="a", base={"cpu": Recipe(budget="3")})
+    values = {"a": (0.50, 0.52, 0.51), "b": (0.55, 0.58, 0.56), "c": (0.49, 0.53, 0.52), "untrained": (0.1, 0.1, 0.1)}
+    runs = [{"arm": arm, "seed": s, "metrics": {"m": v[s], "other": 2 * v[s]}} for arm, v in values.items()
+            for s in range(3)]
+    return GridResult(experiment, "cpu", runs)
+
+
+def test_choose_arms_pairs_against_any_arm_and_refuses_unknown_ones(grid_log):
+    chosen = views.choose_arms(grid_log, ["b", "untrained"], baseline="untrained")
+    table = chosen.table("m")
+    assert list(table) == ["b", "untrained"] and table["untrained"].difference is None
+    assert table["b"].difference.mean == pytest.approx(0.463333, abs=1e-6) and table["b"].difference.detectable
+    assert grid_log.experiment.baseline == "a"  # the log itself is unchanged
+    with pytest.raises(ValueError, match="no runs of arm"):
+        views.choose_arms(grid_log, ["a", "zzz"], baseline="a")
+    with pytest.raises(ValueError, match="must be one of the chosen arms"):
+        views.choose_arms(grid_log, ["b", "c"], baseline="a")
+
+
+def test_comparison_table_says_whether_a_difference_exceeds_the_noise(grid_log):
+    html = views.comparison_html(views.choose_arms(grid_log, ["a", "b", "c"], "a"), "m")
+    assert "<td>b</td><td>3</td><td>0.5633 ± 0.0153</td><td>+0.0533 [" in html
+    assert "larger than the seed noise" in html and "within the seed noise" in html  # b, c
+
+
+def test_grid_chooser_follows_its_controls(grid_log):
+    chooser = views.grid_chooser(grid_log, metrics=["m", "other"], arms=["a", "b"])
+    assert {type(w).__name__ for w in _walk(chooser)} <= {"GridChooser", "VBox", "HBox", "Dropdown", "Checkbox",
+                                                         "Output", "HTML"}
+    assert type(chooser) is views.GridChooser
+    assert repr(chooser) == "GridChooser(metric='m', against='a', arms=['a', 'b'])"
+    assert len(chooser.plot.outputs) == 1 and chooser.plot.outputs[0]["data"]["image/png"]
+    chooser.arm_boxes["c"].value = True
+    chooser.metric.value = "other"
+    chooser.baseline.value = "untrained"  # the arm compared against is shown even unticked
+    assert repr(chooser) == "GridChooser(metric='other', against='untrained', arms=['a', 'b', 'c', 'untrained'])"
+    assert "minus untrained" in chooser.table.value
+    with pytest.raises(ValueError, match="no runs of arm"):
+        views.grid_chooser(grid_log, arms=["nope"])

@@ -14,6 +14,9 @@ One module per view, in book order (every public name is also here, `from mini_b
 - `heads` (chapter 9): the attention-head explorer. `compute_head_view` computes one head on one
   sentence, `plot_head_view` / `plot_layer_heads` / `plot_all_heads` draw it, `AttentionExplorer` /
   `attention_explorer` make it interactive.
+- `grid` (Part III): the arm chooser on a shipped grid. `choose_arms` restricts a grid's log to
+  some arms read against one of them, `comparison_html` tables it, `grid_chooser` / `GridChooser`
+  make it interactive; mini_bert.runs.plot_grid on `choose_arms` is the static twin.
 - `_common`: the shared helpers (the ipywidgets import, HTML escaping, a figure as PNG) and
   `KernelFreeView`, what the kernel-free views return.
 
@@ -24,9 +27,10 @@ a network, identically in Jupyter, Colab and the rendered book.
 """
 from __future__ import annotations
 
-from . import heads, masking
+from . import grid, heads, masking
 from ._common import KernelFreeView
 from .bertviz import BOOK_WIDTH, MODEL_VIEW_MIN_HEADS, bertviz_html
+from .grid import choose_arms, comparison_html, grid_chooser
 from .heads import (
     ARC_THRESHOLD,
     DEFAULT_EXPLORER_TEXT,
@@ -79,9 +83,11 @@ __all__ = [
     "compute_head_view", "head_stats_html", "plot_attention_heatmap", "plot_attention_arcs", "plot_head_view",
     "plot_layer_heads", "plot_all_heads", "attention_explorer",
     "OVERVIEW_STATS", "head_explorer_data", "kernel_free_head_explorer",
+    # grid (Part III)
+    "choose_arms", "comparison_html", "grid_chooser",
     # kernel-free views
     "KernelFreeView",
-]  # and MaskingWidget, AttentionExplorer: the widget classes, defined when first asked for
+]  # and MaskingWidget, AttentionExplorer, GridChooser: the widget classes, defined when first asked for
 
 
 def __getattr__(name):
@@ -90,4 +96,6 @@ def __getattr__(name):
         return masking.MaskingWidget
     if name == "AttentionExplorer":
         return heads.AttentionExplorer
+    if name == "GridChooser":
+        return grid.GridChooser
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
