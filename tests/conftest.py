@@ -107,10 +107,10 @@ def assert_shipped_ablation_logs(name: str, min_seeds: int = 3) -> None:
 
 
 def reproduce_logged_run(name: str, arm: str, folder, capsys) -> None:
-    """Assert that the seed-0 run of `arm` in the shipped grid log of experiment `name` (cpu scale), trained again
-    by the grid's own command (one arm, one seed, a log in `folder`) in the current cache (the
-    tests' `cache` fixture: empty), gives the logged held-out scores, and scored again as the
-    scores command does, the logged scores."""
+    """Assert that the seed-0 run of `arm` in the shipped grid log of experiment `name` (cpu scale),
+    trained again by the grid's own command (one arm, one seed, a log in `folder`) in the current
+    cache (the tests' `cache` fixture: empty), gives the logged held-out scores, and scored again as
+    the scores command does, the logged scores."""
     import math
     import shlex
 
