@@ -154,8 +154,8 @@ def parse_seeds(text: str) -> int | list[int]:
 
 
 def register_experiments() -> None:
-    """Import the modules that register Part III's experiments (chapters 12 and 13) with mini_bert.runs."""
-    from . import ablations, sharing  # noqa: F401
+    """Import the modules that register Part III's experiments (chapters 11 to 13) with mini_bert.runs."""
+    from . import ablations, roberta, sharing  # noqa: F401
 
 
 def cmd_grid(args) -> int:

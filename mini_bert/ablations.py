@@ -1,6 +1,7 @@
 """Part III's ablations: chapter 13's experiment (SOP vs NSP), and the scores beyond held-out MLM
-that every Part III experiment is read on (chapter 12's, registered by mini_bert.sharing beside
-what it measures, is scored here the same way).
+that every Part III experiment is read on (chapter 11's, registered by mini_bert.roberta, and
+chapter 12's, registered by mini_bert.sharing beside what it measures, are scored here the same
+way).
 
 A pretraining grid (mini_bert.runs.grid) scores every run on held-out masked tokens. An ablation
 of BERT's successors asks more: does the model know which segment follows which (ALBERT's SOP),

@@ -1,0 +1,106 @@
+"""Chapter 11, RoBERTa: which of its changes to BERT's recipe matter at small scale.
+
+RoBERTa (Liu et al. 2019) kept BERT's model and changed how it is trained. Three of its
+ablations are registered here as experiments (mini_bert.runs), each scored like every Part III
+experiment: the grid's held-out MLM and mini_bert.ablations' scores log (chapter 10's downstream
+runs and the NSP/SOP probes), on the same targets for every arm:
+
+- "roberta-masking" (Table 1): dynamic masking (a fresh mask every epoch) against static masking
+  with one fixed mask per example and with BERT's 10 copies, at a budget of about four epochs so
+  that a single static mask is seen four times (BERT's own exposure: 10 copies over 40 epochs).
+- "roberta-formats" (Table 2): BERT's segment pairs with NSP, the same pairs without it, and
+  RoBERTa's FULL-SENTENCES and DOC-SENTENCES packing, at equal input tokens.
+- "roberta-batches" (Table 3): 16 to 1,024 sequences a step at a fixed number of tokens, the
+  learning rate scaled with the square root of the batch.
+
+The fourth change, byte-level BPE instead of WordPiece, is measured in the chapter on the text
+itself (mini_bert.bpe.compare_tokenizers at equal vocabulary size), not pretrained: the run code
+(mini_bert.runs.run) trains with the WordPiece tokenizer only.
+
+Not run code (mini_bert.cache.RUN_CODE): nothing here changes how a run trains.
+"""
+from __future__ import annotations
+
+import math
+
+from .recipe import Recipe
+from .runs import Experiment, register
+
+# ============================================================================================
+# Table 1: static vs dynamic masking
+# ============================================================================================
+
+# The book's tiny recipe (32-token examples, the last 10% of the steps on 128-token ones, 64 a
+# step). The training split packs into 30,599 examples of 32 tokens, 478 steps an epoch, so 2,100
+# steps are 1,890 short steps: four epochs (3.95). One static mask is then seen four times, as each
+# of BERT's 10 copies was over its 40 epochs. With 10 copies and fewer than 10 epochs no mask
+# repeats: "static-10" is dynamic masking under another name here, a control that shows how far
+# two equivalent arms land apart.
+MASKING_STEPS = 2100
+ROBERTA_MASKING = register(Experiment(
+    name="roberta-masking",
+    description="RoBERTa's Table 1 at small scale: dynamic masking vs static masking (1 and 10 fixed masks per "
+                "example) over about four epochs of the training split; held-out MLM here, downstream in the "
+                "scores log",
+    arms={"dynamic": {}, "static-1": {"static_masking": True, "static_copies": 1},
+          "static-10": {"static_masking": True, "static_copies": 10}},
+    baseline="dynamic",
+    base={"cpu": Recipe(budget=str(MASKING_STEPS)),
+          "gpu": Recipe(preset="mini", seq_len=128, long_seq_len=512, batch_size=256, budget="20000")},
+))
+
+# ============================================================================================
+# Table 2: input formats, with and without NSP
+# ============================================================================================
+
+# 128-token examples, 16 a step (the 2,048 tokens a step of the book's recipe), one phase, for
+# 1.2M input tokens (padding excluded: a format that pads sees as much text as one that packs,
+# in more steps). "segment-pair-nsp" is BERT; "segment-pair" reads the same examples, masks and
+# order and drops the NSP loss alone; "full-sentences" and "doc-sentences" pack whole sentences
+# without a sentence task, across document boundaries or not.
+FORMAT_TOKENS = "1.2M"
+ROBERTA_FORMATS = register(Experiment(
+    name="roberta-formats",
+    description="RoBERTa's Table 2 at small scale: BERT's segment pairs with NSP, the same pairs without NSP, "
+                "FULL-SENTENCES and DOC-SENTENCES packing (128-token inputs, equal input tokens); held-out MLM "
+                "here, NSP/SOP probes and downstream in the scores log",
+    arms={"segment-pair-nsp": {"objective": "nsp", "format": "segment_pair"},
+          "segment-pair": {"format": "segment_pair"},
+          "full-sentences": {"format": "full_sentences"},
+          "doc-sentences": {"format": "doc_sentences"}},
+    baseline="segment-pair-nsp",
+    base={"cpu": Recipe(seq_len=128, long_seq_len=0, batch_size=16, budget=FORMAT_TOKENS),
+          "gpu": Recipe(preset="mini", seq_len=512, long_seq_len=0, batch_size=64, budget="40M")},
+))
+
+# ============================================================================================
+# Table 3: bigger batches at a fixed number of tokens
+# ============================================================================================
+
+# RoBERTa trained 256 sequences x 1M steps, 2K x 125K and 8K x 31K (the same tokens) and raised
+# the learning rate with the batch. Ours: 16 to 1,024 sequences of the book's recipe for the
+# tokens of its 600 steps of 64, the rate scaled with the square root of the batch from the
+# book's 2e-3 at 64: a rule fixed before any run (the gradient noise of a batch falls with its
+# square root), not a rate searched per arm. At 1,024 a step the budget is 38 steps.
+BATCH_TOKENS = "1.2288M"  # 600 steps x 64 sequences x 32 tokens
+BASE_BATCH = 64
+BATCHES = (16, 64, 256, 1024)
+
+
+def scaled_lr(batch_size: int, base_lr: float = Recipe().lr, base_batch: int = BASE_BATCH) -> float:
+    """The learning rate for `batch_size` sequences a step: base_lr x sqrt(batch_size / base_batch)."""
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    return base_lr * math.sqrt(batch_size / base_batch)
+
+
+ROBERTA_BATCHES = register(Experiment(
+    name="roberta-batches",
+    description="RoBERTa's Table 3 at small scale: 16, 64, 256 and 1,024 sequences a step for the same 1.2M "
+                "tokens, the learning rate scaled with the square root of the batch; held-out MLM here, "
+                "downstream in the scores log",
+    arms={f"b{b}": {"batch_size": b, "lr": scaled_lr(b)} for b in BATCHES},
+    baseline=f"b{BASE_BATCH}",
+    base={"cpu": Recipe(budget=BATCH_TOKENS),
+          "gpu": Recipe(preset="mini", seq_len=128, long_seq_len=512, batch_size=256, budget="100M")},
+))

@@ -1,0 +1,116 @@
+"""Chapter 11's experiments: RoBERTa's masking, formats and batches, as defined and as shipped."""
+import math
+
+import pytest
+import torch
+
+from conftest import assert_shipped_ablation_logs, reproduce_logged_run
+from mini_bert.batches import PretrainingData, recipe_batches
+from mini_bert.data import load_corpus
+from mini_bert.recipe import parse_budget
+from mini_bert.roberta import (BASE_BATCH, BATCHES, MASKING_STEPS, ROBERTA_BATCHES, ROBERTA_FORMATS,
+                               ROBERTA_MASKING, scaled_lr)
+from mini_bert.runs import arm_recipe
+from mini_bert.tokenization import default_tokenizer
+
+EXPERIMENTS = (ROBERTA_MASKING, ROBERTA_FORMATS, ROBERTA_BATCHES)
+
+
+def recipes(experiment, scale="cpu"):
+    return {arm: arm_recipe(experiment, arm, scale) for arm in experiment.arms}
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda e: e.name)
+def test_every_arm_is_a_valid_recipe_at_both_scales_and_differs_only_where_it_says(experiment):
+    for scale in ("cpu", "gpu"):
+        made = recipes(experiment, scale)
+        base = experiment.base[scale].to_dict()
+        for arm, recipe in made.items():
+            changed = {k for k, v in recipe.to_dict().items() if v != base[k]}
+            # a format change also moves the defaults that follow the objective
+            assert changed <= set(experiment.arms[arm]) | {"seq_len", "long_seq_len"}, (arm, changed)
+
+
+# ------------------------------------------------------------------ masking (Table 1)
+
+def test_static_masks_repeat_as_the_arms_say_and_dynamic_ones_never_do():
+    tokenizer = default_tokenizer(ROBERTA_MASKING.base["cpu"].vocab_size)
+    docs = load_corpus("train")[:60]
+
+    def labels(arm, epoch):
+        data = PretrainingData(docs, tokenizer, recipes(ROBERTA_MASKING)[arm])
+        data.dataset.set_epoch(epoch)
+        return torch.stack([data.dataset[i]["mlm_labels"] for i in range(20)])
+
+    def same(arm, a, b):
+        return torch.equal(labels(arm, a), labels(arm, b))
+
+    assert same("static-1", 0, 3) and same("static-10", 0, 10) and same("static-10", 3, 13)
+    assert not same("static-10", 0, 3) and not same("dynamic", 0, 10) and not same("dynamic", 0, 3)
+    # Below ten epochs the ten copies are dynamic masking's own masks: the slot is the epoch in both.
+    assert torch.equal(labels("static-10", 3), labels("dynamic", 3))
+    assert not torch.equal(labels("static-10", 11), labels("dynamic", 11))
+
+
+def test_the_masking_budget_revisits_the_training_split_about_four_times():
+    recipe = recipes(ROBERTA_MASKING)["dynamic"]
+    (start, seq_len, batch), _ = recipe.phases()
+    data = PretrainingData(load_corpus("train"), default_tokenizer(recipe.vocab_size), recipe, seq_len=seq_len)
+    epochs = MASKING_STEPS * (1 - recipe.long_fraction) / (len(data.examples) // batch)
+    assert 3.5 < epochs < 4.5, epochs
+
+
+# ------------------------------------------------------------------ formats (Table 2)
+
+def test_dropping_nsp_keeps_the_nsp_arms_batches_exactly():
+    made = recipes(ROBERTA_FORMATS)
+    tokenizer = default_tokenizer(made["segment-pair"].vocab_size)
+    docs = load_corpus("train")[:150]
+    batches = {arm: recipe_batches(docs, tokenizer, made[arm].replace(batch_size=8))[0]
+               for arm in ("segment-pair", "segment-pair-nsp")}
+    for step in range(3):
+        plain, nsp = batches["segment-pair"](step), batches["segment-pair-nsp"](step)
+        assert plain.keys() == nsp.keys() and all(torch.equal(plain[k], nsp[k]) for k in plain)
+    assert made["segment-pair-nsp"].objective == "nsp" and made["segment-pair"].objective == "mlm"
+    # the same inputs' budget for every format: input tokens (padding excluded), length, batch
+    assert len({(r.budget, r.seq_len, r.batch_size, r.long_seq_len) for r in made.values()}) == 1
+    assert parse_budget(made["full-sentences"].budget).kind == "tokens"
+    assert {r.example_format for r in made.values()} == {"segment_pair", "full_sentences", "doc_sentences"}
+
+
+# ------------------------------------------------------------------ batches (Table 3)
+
+def test_bigger_batches_read_the_same_tokens_with_a_square_root_scaled_rate():
+    made = recipes(ROBERTA_BATCHES)
+    assert [r.batch_size for r in made.values()] == list(BATCHES)
+    assert len({r.budget for r in made.values()}) == 1
+    tokens = parse_budget(made[f"b{BASE_BATCH}"].budget)
+    assert tokens.kind == "tokens" and tokens.amount == 600 * BASE_BATCH * 32  # the book's 600 steps of 64
+    for r in made.values():
+        assert math.isclose(r.lr, 2e-3 * math.sqrt(r.batch_size / 64))
+        assert r.phases()[-1][2] * r.phases()[-1][1] == r.batch_size * r.seq_len  # equal tokens a step, both phases
+    assert scaled_lr(256) == pytest.approx(4e-3) and scaled_lr(100, 1e-4, 25) == pytest.approx(2e-4)
+    for bad in (0, -4, 2.5, True):
+        with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+            scaled_lr(bad)
+
+
+# ------------------------------------------------------------------ the shipped logs of chapter 11
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS, ids=lambda e: e.name)
+def test_the_shipped_chapter_11_logs_are_current_complete_and_name_their_commands(experiment):
+    assert_shipped_ablation_logs(experiment.name, min_seeds=3)
+
+
+def test_a_logged_run_of_chapter_11_is_reproduced_by_its_commands(cache, tmp_path, capsys):
+    """The 1,024-sequence arm's seed 0 (38 steps, the quickest to train), trained again in an empty
+    cache by the grid's command, then scored again as the scores command does: the logged numbers."""
+    reproduce_logged_run("roberta-batches", "b1024", tmp_path, capsys)
+
+
+def test_the_command_line_lists_chapter_11s_experiments(capsys):
+    from mini_bert.__main__ import main
+
+    assert main(["grid", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"{e.name}: RoBERTa's Table" in out for e in EXPERIMENTS)
