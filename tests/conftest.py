@@ -49,6 +49,38 @@ def one_thread():
     torch.set_num_threads(n)
 
 
+
+# ----------------------------------------------------------------------------- parity with transformers
+# What "the same model" means in every conversion test (test_hf, test_electra, test_deberta,
+# test_modernbert, test_xlnet): float32 outputs within PARITY_TOL, round trips bit for bit.
+PARITY_TOL = 1e-5
+
+
+def randomize(module: torch.nn.Module, seed: int) -> None:
+    """Add 0.1 * N(0, 1) to every parameter (each tied or shared tensor once), so that a swapped bias
+    or LayerNorm shows up: fresh models have zero biases and unit LayerNorms, which hide both."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(0.1 * torch.randn(p.shape, generator=g))
+
+
+def max_diff(a, b) -> float:
+    """The largest absolute difference between two tensors, or two equally long tuples of them."""
+    if isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        return max(max_diff(x, y) for x, y in zip(a, b))
+    assert a.shape == b.shape
+    return (a - b).abs().max().item()
+
+
+def assert_same_state(a: dict, b: dict) -> None:
+    """Two state dicts hold the same names and bit-identical tensors (a round trip lost nothing)."""
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+
+
 # The vocabulary size of the quick runs of tests/test_runs.py and tests/test_ablations.py: the
 # default WordPiece recipe at 1,000 tokens trains in seconds.
 SMALL_VOCAB = 1000

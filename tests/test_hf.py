@@ -18,9 +18,10 @@ from mini_bert import hf
 from mini_bert.config import BertConfig
 from mini_bert.model import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification, BertModel
 
+from conftest import PARITY_TOL, assert_same_state, max_diff, randomize
+
 transformers = pytest.importorskip("transformers")
 
-TOL = 1e-5  # float32
 
 
 # Small configurations with awkward sizes: 3 heads of 16, I=100, a prime vocabulary.
@@ -41,15 +42,6 @@ CASES = {
                                 pad_token_id=1, layer_norm_eps=1e-5)),
 }
 PAIRS = [(case, suffix) for case, (family, _) in CASES.items() for suffix in hf.SUPPORTED[family]]
-
-
-def randomize(module: torch.nn.Module, seed: int) -> None:
-    """Replace every parameter by random numbers, so that a swapped bias or LayerNorm shows up
-    (fresh models have zero biases and unit LayerNorms)."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in module.parameters():  # each tied or shared tensor once
-            p.add_(0.1 * torch.randn(p.shape, generator=g))
 
 
 def hf_config(case: str, **changes):
@@ -81,14 +73,6 @@ def batch(case: str, seed: int = 1):
         ids[row, n:] = pad
         segments[row, n:] = 0
     return ids, mask, segments
-
-
-def max_diff(a, b) -> float:
-    if isinstance(a, (tuple, list)):
-        assert len(a) == len(b)
-        return max(max_diff(x, y) for x, y in zip(a, b))
-    assert a.shape == b.shape
-    return (a - b).abs().max().item()
 
 
 def compare(ours, theirs, ids, mask, segments) -> dict[str, float]:
@@ -123,7 +107,7 @@ def test_from_transformers_computes_the_same_outputs(case, suffix):
     assert not ours.training  # the mode follows the transformers model (eval here)
     diffs = compare(ours, theirs, *batch(case))
     assert len(diffs) >= 3  # hidden states, attentions, and at least one head or pooler
-    assert max(diffs.values()) <= TOL, diffs
+    assert max(diffs.values()) <= PARITY_TOL, diffs
 
 
 @pytest.mark.parametrize("case", ["bert-odd", "roberta"])
@@ -133,7 +117,7 @@ def test_base_model_without_pooler(case):
     randomize(theirs, 3)
     ours = hf.from_transformers(theirs)
     assert ours.pooler is None
-    assert max(compare(ours, theirs, *batch(case)).values()) <= TOL
+    assert max(compare(ours, theirs, *batch(case)).values()) <= PARITY_TOL
     assert hf.to_transformers(ours).pooler is None
 
 
@@ -145,7 +129,7 @@ def test_padding_queries_and_roberta_positions_match():
     with torch.no_grad():
         a = ours(ids, attention_mask=mask).last_hidden_state
         b = theirs(input_ids=ids, attention_mask=mask).last_hidden_state
-    assert max_diff(a, b) <= TOL
+    assert max_diff(a, b) <= PARITY_TOL
     assert ours.embeddings.position_ids(ids)[2, :3].tolist() == [2, 3, 1]  # 2 real tokens, then pad=1
 
 
@@ -168,18 +152,12 @@ def test_activation_names_map_to_the_right_gelu():
     ids, mask, segments = batch("bert-odd")
     with torch.no_grad():
         gap = max_diff(exact(input_ids=ids, attention_mask=mask).logits, tanh(input_ids=ids, attention_mask=mask).logits)
-    assert gap > 10 * TOL
+    assert gap > 10 * PARITY_TOL
     for theirs in (exact, tanh):
-        assert max(compare(hf.from_transformers(theirs), theirs, ids, mask, segments).values()) <= TOL
+        assert max(compare(hf.from_transformers(theirs), theirs, ids, mask, segments).values()) <= PARITY_TOL
 
 
 # ----------------------------------------------------------------------------- round trips
-def assert_same_state(a: dict, b: dict) -> None:
-    assert a.keys() == b.keys()
-    for key in a:
-        assert torch.equal(a[key], b[key]), key
-
-
 OUR_CONFIGS = {
     "bert": BertConfig(vocab_size=97, hidden_size=48, num_attention_heads=3, intermediate_size=100,
                        num_hidden_layers=3, max_position_embeddings=40, hidden_act="gelu_tanh"),
@@ -209,7 +187,7 @@ def test_ours_to_transformers_and_back_is_exact(name, cls):
     ids = torch.randint(cfg.pad_token_id + 1, cfg.vocab_size, (2, 6))
     mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2])
     ids[1, 4:] = cfg.pad_token_id
-    assert max(compare(ours, theirs, ids, mask, torch.zeros_like(ids)).values()) <= TOL
+    assert max(compare(ours, theirs, ids, mask, torch.zeros_like(ids)).values()) <= PARITY_TOL
 
 
 @pytest.mark.parametrize("case, suffix", PAIRS)
