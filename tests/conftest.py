@@ -81,6 +81,14 @@ def assert_same_state(a: dict, b: dict) -> None:
         assert torch.equal(a[key], b[key]), key
 
 
+
+def assert_tied(hf_model) -> None:
+    """transformers' MLM decoder IS the word table: one tensor, so editing the table moves the decoder."""
+    assert hf_model.get_output_embeddings().weight is hf_model.get_input_embeddings().weight
+    with torch.no_grad():
+        hf_model.get_input_embeddings().weight[5].add_(1.0)
+    assert torch.equal(hf_model.get_output_embeddings().weight[5], hf_model.get_input_embeddings().weight[5])
+
 # The vocabulary size of the quick runs of tests/test_runs.py and tests/test_ablations.py: the
 # default WordPiece recipe at 1,000 tokens trains in seconds.
 SMALL_VOCAB = 1000

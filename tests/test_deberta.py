@@ -31,7 +31,7 @@ from mini_bert.deberta import (
     to_transformers,
 )
 
-from conftest import PARITY_TOL, assert_same_state, max_diff, randomize
+from conftest import PARITY_TOL, assert_same_state, assert_tied, max_diff, randomize
 
 transformers = pytest.importorskip("transformers")
 
@@ -296,7 +296,7 @@ def test_legacy_decoder_stays_tied_and_an_untied_one_is_refused():
     ours = from_transformers(hf_model("v3", "DebertaV2ForMaskedLM"))
     assert ours.mlm.word_embeddings.weight is ours.deberta.embeddings.word.weight
     back = to_transformers(ours)
-    assert back.get_output_embeddings().weight is back.get_input_embeddings().weight
+    assert_tied(back)
     assert back.cls.predictions.decoder.bias is back.cls.predictions.bias
     with pytest.raises(ValueError, match=r"cls\.predictions\.decoder.*tie_word_embeddings=False"):
         from_transformers(hf_model("v3", "DebertaV2ForMaskedLM", tie_word_embeddings=False))
