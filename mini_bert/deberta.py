@@ -198,7 +198,8 @@ DEBERTA_PRESETS: dict[str, dict] = {
 def log_bucket_position(relative: torch.Tensor, buckets: int, max_position: int) -> torch.Tensor:
     """Signed distances -> signed buckets. With m = buckets // 2, a distance d with |d| <= m keeps
     its own bucket; a farther one goes to bucket m + ceil((m - 1) log(|d| / m) / log((max_position - 1) / m)),
-    so that the buckets widen geometrically and |d| = max_position - 1 lands in bucket 2m - 1."""
+    so that the buckets widen geometrically and |d| = max_position - 1 lands in bucket 2m - 1 (or 2m, for
+    some settings, where the two float32 logarithms round apart)."""
     mid = buckets // 2
     distance = relative.abs()
     # In float32 and in this order, as the released code computes it. At d = max_position - 1 the

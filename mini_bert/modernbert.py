@@ -133,9 +133,9 @@ class ModernBertConfig(BertConfig):
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "ModernBertConfig":
         """A published ModernBERT size, with keyword overrides: `from_preset("modernbert-base", vocab_size=8192)`."""
-        if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; valid ModernBERT presets: {', '.join(PRESETS)}")
-        return cls.from_dict({**PRESETS[name], **overrides})
+        if name not in MODERNBERT_PRESETS:
+            raise ValueError(f"unknown preset {name!r}; valid ModernBERT presets: {', '.join(MODERNBERT_PRESETS)}")
+        return cls.from_dict({**MODERNBERT_PRESETS[name], **overrides})
 
 
 # The config.json files of answerdotai/ModernBERT-base and answerdotai/ModernBERT-large on the
@@ -143,7 +143,7 @@ class ModernBertConfig(BertConfig):
 # not listed is the same in both and is ModernBertConfig's default: V=50,368, 8,192 positions,
 # a 128-token window, a global layer every 3, RoPE bases 160,000 / 10,000, no biases but the
 # decoder's, LayerNorm eps 1e-5, no dropout, padding id 50,283.
-PRESETS: dict[str, dict] = {
+MODERNBERT_PRESETS: dict[str, dict] = {
     "modernbert-base": dict(hidden_size=768, num_hidden_layers=22, num_attention_heads=12, intermediate_size=1152),
     "modernbert-large": dict(hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, intermediate_size=2624),
 }
