@@ -4,12 +4,15 @@ The conversions of the successors (mini_bert.electra, .deberta, .modernbert) eac
 names translate; what is left is the same for all of them, and written once here: every parameter
 must find exactly one partner of the same shape before a single number is copied. A tensor left
 over on either side would keep its random initialisation and silently change the outputs.
-(mini_bert.hf does the same for BERT, RoBERTa and ALBERT with its family tables.)
+(mini_bert.hf does the same for BERT, RoBERTa and ALBERT with its family tables.) The two config
+fields every successor's config reader checks the same way are read here too.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from .hf import ACTIVATIONS_FROM_HF, _get
 
 
 def copy_parameters(ours: nn.Module, theirs: nn.Module, names: dict[str, str], into_ours: bool) -> None:
@@ -40,3 +43,19 @@ def copy_parameters(ours: nn.Module, theirs: nn.Module, names: dict[str, str], i
                 our_params[our_name].copy_(their_params[their_name])
             else:
                 their_params[their_name].copy_(our_params[our_name])
+
+
+def read_activation(hf_config, field: str) -> str:
+    """Our name for the activation in a transformers config's `field`, refusing one we do not have."""
+    act = _get(hf_config, field)
+    if not isinstance(act, str) or act not in ACTIVATIONS_FROM_HF:
+        raise ValueError(f"{field}={act!r} is not supported; supported: {', '.join(ACTIVATIONS_FROM_HF)}")
+    return ACTIVATIONS_FROM_HF[act]
+
+
+def read_padding_id(hf_config) -> int:
+    """A transformers config's pad_token_id, which our embeddings need (transformers allows None)."""
+    pad = _get(hf_config, "pad_token_id")
+    if pad is None:
+        raise ValueError("pad_token_id=None is not supported: mini_bert needs a padding id")
+    return pad

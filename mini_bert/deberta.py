@@ -47,8 +47,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import BertConfig
-from .conversion import copy_parameters
-from .hf import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, _get, _rename, _require_transformers
+from .conversion import copy_parameters, read_activation, read_padding_id
+from .hf import ACTIVATIONS_TO_HF, _get, _rename, _require_transformers
 from .model import (
     BertModelOutput,
     FeedForwardBlock,
@@ -572,21 +572,15 @@ def config_from_transformers(hf_config) -> DebertaConfig:
     if head_size is not None and head_size * A != H:
         raise ValueError(f"attention_head_size={head_size} is not supported: mini_bert's heads are "
                          f"hidden_size / num_attention_heads = {H // A} wide")
-    act = _get(hf_config, "hidden_act")
-    if not isinstance(act, str) or act not in ACTIVATIONS_FROM_HF:
-        raise ValueError(f"hidden_act={act!r} is not supported; supported: {', '.join(ACTIVATIONS_FROM_HF)}")
-    pad = _get(hf_config, "pad_token_id")
-    if pad is None:
-        raise ValueError("pad_token_id=None is not supported: mini_bert needs a padding id")
     embedding_size = _get(hf_config, "embedding_size", None)
     return DebertaConfig(
         vocab_size=_get(hf_config, "vocab_size"), hidden_size=H, num_hidden_layers=_get(hf_config, "num_hidden_layers"),
         num_attention_heads=A, intermediate_size=_get(hf_config, "intermediate_size"),
-        hidden_act=ACTIVATIONS_FROM_HF[act], hidden_dropout_prob=float(_get(hf_config, "hidden_dropout_prob")),
+        hidden_act=read_activation(hf_config, "hidden_act"), hidden_dropout_prob=float(_get(hf_config, "hidden_dropout_prob")),
         attention_probs_dropout_prob=float(_get(hf_config, "attention_probs_dropout_prob")),
         max_position_embeddings=_get(hf_config, "max_position_embeddings"),
         type_vocab_size=_get(hf_config, "type_vocab_size"), layer_norm_eps=_get(hf_config, "layer_norm_eps"),
-        pad_token_id=pad, initializer_range=_get(hf_config, "initializer_range"),
+        pad_token_id=read_padding_id(hf_config), initializer_range=_get(hf_config, "initializer_range"),
         num_labels=len(_get(hf_config, "id2label", None) or {}) or 2,
         embedding_size=None if embedding_size in (None, H) else embedding_size,
         # transformers' defaults where a config leaves a field out (it reads them with getattr).

@@ -38,8 +38,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ACTIVATION_ALIASES, ACTIVATIONS, BertConfig
-from .conversion import copy_parameters
-from .hf import ACTIVATIONS_FROM_HF, ACTIVATIONS_TO_HF, _get, _is_tied, _rename, _require_transformers
+from .conversion import copy_parameters, read_activation, read_padding_id
+from .hf import ACTIVATIONS_TO_HF, _get, _is_tied, _rename, _require_transformers
 from .model import (BertModelOutput, PreTrainingOutput, activation, attention_probabilities, check_inputs,
                     check_labels, mlm_logits_and_loss, padding_mask)
 from .params import _numel
@@ -499,12 +499,7 @@ def config_from_transformers(hf_config) -> ModernBertConfig:
     anything our model does not implement."""
     if _get(hf_config, "model_type", None) != "modernbert":
         raise ValueError(f"model_type {_get(hf_config, 'model_type', None)!r} is not supported; expected 'modernbert'")
-    acts = {}
-    for field in ("hidden_activation", "classifier_activation"):
-        act = _get(hf_config, field)
-        if not isinstance(act, str) or act not in ACTIVATIONS_FROM_HF:
-            raise ValueError(f"{field}={act!r} is not supported; supported: {', '.join(ACTIVATIONS_FROM_HF)}")
-        acts[field] = ACTIVATIONS_FROM_HF[act]
+    acts = {field: read_activation(hf_config, field) for field in ("hidden_activation", "classifier_activation")}
     # The older format's defaults are transformers' (ModernBERT's): global every 3, bases 160,000 / 10,000.
     rope = _get(hf_config, "rope_parameters", None) or {
         "full_attention": {"rope_theta": _get(hf_config, "global_rope_theta", 160_000.0)},
@@ -519,9 +514,6 @@ def config_from_transformers(hf_config) -> ModernBertConfig:
     if len(set(dropouts.values())) > 1:
         raise ValueError(f"embedding_dropout and mlp_dropout differ ({dropouts}); mini_bert's ModernBertConfig "
                          "has one hidden_dropout_prob for both")
-    pad = _get(hf_config, "pad_token_id")
-    if pad is None:
-        raise ValueError("pad_token_id=None is not supported: mini_bert needs a padding id")
     return ModernBertConfig(
         vocab_size=_get(hf_config, "vocab_size"),
         hidden_size=_get(hf_config, "hidden_size"),
@@ -533,7 +525,7 @@ def config_from_transformers(hf_config) -> ModernBertConfig:
         attention_probs_dropout_prob=float(_get(hf_config, "attention_dropout")),
         max_position_embeddings=_get(hf_config, "max_position_embeddings"),
         layer_norm_eps=_get(hf_config, "norm_eps"),
-        pad_token_id=pad,
+        pad_token_id=read_padding_id(hf_config),
         initializer_range=_get(hf_config, "initializer_range"),
         global_attn_every_n_layers=(_global_every(layer_types) if layer_types is not None
                                     else _get(hf_config, "global_attn_every_n_layers", 3)),
