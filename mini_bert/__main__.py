@@ -8,6 +8,7 @@ Subcommands:
   finetune   fine-tune an encoder on a downstream task and report its test accuracy
   finetune-grid  a fine-tuning study: arms x seeds into a results log
   ablation-scores  score an ablation's runs (NSP/SOP probes, downstream) and their untrained controls
+  study      chapter 15's successors at equal compute: arms x seeds and untrained controls into a log
 
 Budgets (--budget): `500` = 500 optimiser steps; `300s`, `5m`, `5min`, `1h` = wall-clock
 training time; `2M`, `500k`, `2Mtok` = input tokens (lower-case m = minutes, upper-case M =
@@ -370,7 +371,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", help="the JSON log (default mini_bert/results/NAME-SCALE-scores.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_ablation_scores)
+
+    p = sub.add_parser("study", help="run one of chapter 15's studies (the successors at equal compute): arms x "
+                                     "seeds and the untrained controls into its log")
+    p.add_argument("name", help="electra-vs-mlm, span-masking or attention-positions")
+    p.add_argument("--seeds", default="3", help="a number of seeds (3 = 0,1,2) or a comma-separated list")
+    p.add_argument("--scale", default="cpu", choices=("cpu", "gpu"))
+    p.add_argument("--arms", help="a comma-separated subset of the arms (untrained: the control)")
+    p.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: the best available)")
+    p.add_argument("--jobs", type=positive_int, default=1, help="runs side by side (worker processes)")
+    p.add_argument("--threads", type=positive_int, help="torch threads per run")
+    p.add_argument("--results", help="the JSON log (default mini_bert/results/NAME-SCALE.json)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_study)
     return parser
+
+
+def cmd_study(args) -> int:
+    """Run (or resume) one of chapter 15's studies and print its tables."""
+    import torch
+
+    from .equal_compute import study_grid
+
+    seeds = parse_seeds(args.seeds)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    result = study_grid(args.name, seeds, scale=args.scale, device=args.device, results=args.results,
+                        jobs=args.jobs, threads=args.threads, arms=args.arms.split(",") if args.arms else None,
+                        progress=not args.no_progress)
+    for metric in result.experiment.metrics:
+        print(result.format_table(metric), end="\n\n")
+    print(f"results: {result.path}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

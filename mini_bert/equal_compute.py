@@ -1,0 +1,464 @@
+"""Chapter 15's experiments: BERT's successors trained on the book's corpus at equal compute.
+
+Chapter 14 built ELECTRA, SpanBERT, DeBERTa and ModernBERT and proved them equal to transformers'.
+This module trains them the way Part III trained BERT's variants - same data, same recipe, several
+seeds, every arm scored on the same targets - in three studies:
+
+- "electra-vs-mlm": ELECTRA (generator + discriminator, replaced-token detection) against BERT's
+  MLM at equal training FLOPs (the generator counted) and at equal wall-clock, read downstream
+  (chapter 10's fine-tuning and its frozen probe, the runs of mini_bert.ablations.DOWNSTREAM).
+- "span-masking": token, whole-word and span masking, and span masking + SpanBERT's boundary
+  objective, on the common held-out scores, on held-out text masked by whole words and by spans
+  (the span-sensitive probe) and downstream.
+- "attention-positions": BERT's learned absolute positions, DeBERTa's disentangled relative
+  attention and ModernBERT's rotary, local/global attention, trained on 32-token examples only
+  and scored at 32, 64 and 128 tokens (inputs longer than any trained on).
+
+Every study has an UNTRAINED control (the baseline arm's initial weights, scored the same way).
+
+Why a loop of its own (`train_with`): loop.train builds its objectives from the recipe's
+`objective`, which names BERT's three (mini_bert.recipe.OBJECTIVES). Giving it an `objectives`
+argument would change the run code and stale every shipped Part III log (hours of CPU to
+regenerate); `train_with` is the same loop with the objectives passed in, built from loop.py's own
+pieces, and a test proves it trains a BERT recipe to the very weights loop.train gives.
+
+This module is not run code (mini_bert.cache.RUN_CODE): its logs carry code_version(*STUDY_CODE),
+this module and everything it imports.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+from torch import nn
+
+from .ablations import UNTRAINED, downstream_scores, training_curve
+from .batches import EVAL_MASKING_SEED, PretrainingData, recipe_batches, unigram_token
+from .cache import atomic_write_text, code_version
+from .checkpoint import save_checkpoint
+from .config import BertConfig
+from .data import load_corpus
+from .deberta import DebertaConfig, DebertaModel
+from .electra import ElectraForPreTraining, electra_objectives, step_flops
+from .evaluation import evaluate_mlm
+from .examples import tokenize_documents
+from .loop import (PretrainingNet, TrainState, autocast_context, log_step, lr_factor, make_optimizer, new_history,
+                   setup_processes, train_step)
+from .model import BertForPreTraining, MLMHead
+from .modernbert import ModernBertConfig, ModernBertForMaskedLM
+from .objectives import MaskedLM, Objective
+from .pretraining import sinusoidal_table
+from .recipe import Recipe, parse_budget
+from .runs import RESULTS_DIR, RESULTS_FORMAT, Experiment, GridResult, flatten_metrics, read_results, score
+from .runtime import seed_everything
+from .spanbert import SpanBertForPreTraining, spanbert_objectives
+from .tokenization import default_tokenizer
+
+STUDY_CODE = ("equal_compute",)  # the code version of a study's log: this module and all it imports
+FAMILIES = ("bert", "electra", "spanbert", "deberta", "modernbert")
+
+
+# ============================================================================================
+# The models, each with the interface the loop and the evaluation read
+# ============================================================================================
+
+class MaskedLMView(nn.Module):
+    """An encoder and an MLM head under the names loop.PretrainingNet and evaluate_mlm read:
+    `bert(input_ids, attention_mask, token_type_ids)` and `mlm(hidden)`; `config` the encoder's."""
+
+    def __init__(self, body: nn.Module, mlm: nn.Module):
+        super().__init__()
+        self.config, self.bert, self.mlm = body.config, body, mlm
+
+
+def deberta_config(cfg: BertConfig) -> DebertaConfig:
+    """DeBERTa-v3's attention on `cfg`'s sizes: content-to-position and position-to-content terms
+    over relative distances (exact up to 16 tokens, then log buckets out to max_position_embeddings), the relative table
+    normalised and projected with each layer's own query/key maps, and no absolute positions."""
+    return DebertaConfig.from_dict({**cfg.to_dict(), "relative_attention": True, "position_buckets": 32,
+                                    "max_relative_positions": cfg.max_position_embeddings,
+                                    "pos_att_type": ("p2c", "c2p"), "share_att_key": True,
+                                    "norm_rel_ebd": "layer_norm", "position_biased_input": False})
+
+
+# GeGLU's three H x I matrices hold what BERT's two H x 4H ones do when I = 8H / 3 (rounded to even).
+def modernbert_config(cfg: BertConfig, pad_token_id: int) -> ModernBertConfig:
+    """ModernBERT's design on `cfg`'s sizes: rotary positions, GeGLU with as many weights as the
+    4H-wide FFN of BERT's presets, pre-LayerNorm without biases, layer 0 global and layer 1 local (a 16-token window, half
+    the trained length, as ModernBERT's 128 is a fraction of its 8,192)."""
+    H = cfg.hidden_size
+    return ModernBertConfig(vocab_size=cfg.vocab_size, hidden_size=H, num_hidden_layers=cfg.num_hidden_layers,
+                            num_attention_heads=cfg.num_attention_heads, intermediate_size=2 * round(4 * H / 3),
+                            hidden_dropout_prob=cfg.hidden_dropout_prob,
+                            attention_probs_dropout_prob=cfg.attention_probs_dropout_prob,
+                            max_position_embeddings=cfg.max_position_embeddings, pad_token_id=pad_token_id,
+                            initializer_range=cfg.initializer_range, global_attn_every_n_layers=3,
+                            local_attention=16)
+
+
+def _sinusoidal_start(position: nn.Embedding, std: float) -> None:
+    """The recipe's sin/cos start of a learned position table (pretraining.build_model's)."""
+    with torch.no_grad():
+        position.weight.copy_(sinusoidal_table(*position.weight.shape) * std)
+
+
+def build_family(family: str, recipe: Recipe, tokenizer) -> tuple[nn.Module, list[Objective]]:
+    """A seeded fresh model of `family` on the recipe's sizes, and the objectives that train it.
+
+    bert: BertForPreTraining + MLM (pretraining.build_model's model). electra: the recipe's model
+    as discriminator, a generator 1/4 as wide, MLM + RTD. spanbert: BERT + the boundary head, MLM +
+    SBO. deberta / modernbert: their encoder with BERT's MLM head / their own, MLM.
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; use one of {', '.join(FAMILIES)}")
+    seed_everything(recipe.seed)
+    cfg = recipe.model_config(tokenizer.vocab_size)
+    std = cfg.initializer_range
+    if family == "bert":
+        model, objectives = BertForPreTraining(cfg), [MaskedLM(recipe.masked_only)]
+    elif family == "electra":
+        model, objectives = ElectraForPreTraining(cfg), electra_objectives(masked_only=recipe.masked_only)
+    elif family == "spanbert":
+        model, objectives = SpanBertForPreTraining(cfg), spanbert_objectives(masked_only=recipe.masked_only)
+    elif family == "deberta":
+        dcfg = deberta_config(cfg)
+        body = DebertaModel(dcfg)
+        head = MLMHead(dcfg, body.embeddings.word)
+        head.reset_parameters(std)
+        return MaskedLMView(body, head), [MaskedLM(recipe.masked_only)]
+    else:
+        return ModernBertForMaskedLM(modernbert_config(cfg, tokenizer.pad_id)), [MaskedLM(recipe.masked_only)]
+    if recipe.position_init == "sinusoidal":
+        _sinusoidal_start(encoder_of(model).embeddings.position, std)
+    return model, objectives
+
+
+def encoder_of(model: nn.Module) -> nn.Module:
+    """The encoder that is kept and fine-tuned: ELECTRA's discriminator, every other model's body."""
+    return model.discriminator.bert if isinstance(model, ElectraForPreTraining) else model.bert
+
+
+# ============================================================================================
+# The loop, with the objectives given
+# ============================================================================================
+
+def train_with(model: nn.Module, objectives: list[Objective], batches: Callable[[int, float], dict], recipe: Recipe,
+               *, device=None) -> dict[str, list]:
+    """loop.train's loop (its optimiser, schedule, step and history) with `objectives` given instead
+    of built from recipe.objective. The history gains "{name}_loss" for every objective beyond MLM
+    (ELECTRA's "rtd_loss", SpanBERT's "sbo_loss"). One process; no resuming, no evaluation."""
+    recipe.validate()
+    budget = parse_budget(recipe.budget)
+    procs = setup_processes(device)
+    model.to(procs.device).train()
+    optimizer = make_optimizer(model, recipe)
+    autocast, scaler = autocast_context(procs.device, recipe.amp)
+    state, history = TrainState(), new_history()
+    net = PretrainingNet(model, objectives)
+    extra = [o.name for o in objectives if o.name != "mlm"]
+    history.update({f"{name}_loss": [] for name in extra})
+    while budget.spent(state) < 1.0:
+        started = time.perf_counter()
+        lr = recipe.lr * lr_factor(recipe, budget.spent(state))
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        stats = train_step(net, batches(state.step, budget.spent(state)), optimizer, recipe, procs, autocast, scaler)
+        state.step += 1
+        state.tokens += int(stats["tokens"])
+        state.seconds += time.perf_counter() - started
+        log_step(history, state, stats, lr, recipe)
+        for name in extra:
+            history[f"{name}_loss"].append(stats[f"{name}.loss_sum"] / max(stats[f"{name}.count"], 1))
+    return history
+
+
+# ============================================================================================
+# Studies
+# ============================================================================================
+
+@dataclass
+class Study:
+    """An experiment whose arms may be other model families: {arm: (family, recipe changes)}."""
+
+    name: str
+    description: str
+    arms: dict[str, tuple[str, dict]]
+    baseline: str
+    base: dict[str, Recipe]
+    metrics: tuple[str, ...]
+    score_lengths: tuple[int, ...] = (32, 128)
+    downstream: bool = False  # chapter 10's fine-tuning runs from every BERT-shaped encoder
+    span_probe: bool = False  # held-out accuracy with whole words and spans masked
+
+    def __post_init__(self):
+        for arm, (family, _) in self.arms.items():
+            if family not in FAMILIES:
+                raise ValueError(f"study {self.name!r}, arm {arm!r}: unknown family {family!r}")
+        self.experiment  # checks the arms' recipes (runs.Experiment does)
+
+    @property
+    def experiment(self) -> Experiment:
+        """The study as a runs.Experiment (its recipes only), for GridResult's tables and figures."""
+        return Experiment(self.name, self.description, {arm: changes for arm, (_, changes) in self.arms.items()},
+                          self.baseline, self.base, self.metrics)
+
+    def recipe(self, arm: str, scale: str, seed: int) -> Recipe:
+        if arm not in self.arms and arm != UNTRAINED:
+            raise ValueError(f"study {self.name!r} has no arm {arm!r}; its arms: {', '.join(self.arms)}")
+        if scale not in self.base:
+            raise ValueError(f"study {self.name!r} has no {scale!r} scale; use one of {', '.join(self.base)}")
+        _, changes = self.arms[self.baseline if arm == UNTRAINED else arm]
+        return self.base[scale].replace(**changes, seed=seed)
+
+    def family(self, arm: str) -> str:
+        return self.arms[self.baseline if arm == UNTRAINED else arm][0]
+
+
+STUDIES: dict[str, Study] = {}
+
+
+def register_study(study: Study) -> Study:
+    STUDIES[study.name] = study
+    return study
+
+
+def get_study(name: str) -> Study:
+    if name not in STUDIES:
+        raise ValueError(f"unknown study {name!r}; the studies: {', '.join(STUDIES)}")
+    return STUDIES[name]
+
+
+# The MLM baseline's budget: 600 steps of 64 x 32 tokens (the last 10% as 16 x 128), 90 to 100 s
+# of one CPU thread. An ELECTRA step costs 1.196x the FLOPs of a BERT step (9.85 vs 8.23 GFLOPs,
+# generator included, counted by torch on the recipe's first batch), so it gets
+# equal_compute_steps(600, ...) = 501 steps; DeBERTa's relative terms cost 1.048x (572 steps),
+# ModernBERT's GeGLU and rotary 1.001x (599 steps). A test recounts them. ELECTRA_SECONDS: the
+# wall-clock arm's budget, what the MLM arm's 600 steps take (the log shows the measured times;
+# a time budget depends on the machine, unlike the others). A step took 0.150 s for BERT and
+# 0.274 s for ELECTRA on one thread here: ELECTRA's sampling and its second encoder pass cost more
+# time than their FLOPs say.
+STEPS = 600
+ELECTRA_STEPS = 501
+ELECTRA_SECONDS = 90
+EQUAL_FLOPS_STEPS = {"bert": STEPS, "deberta": 572, "modernbert": 599}
+DOWNSTREAM_METRICS = tuple(f"{split}.{task}.accuracy" for task in ("topic_full", "topic_frozen", "pairs_full")
+                           for split in ("validation", "test"))
+GPU_BASE = Recipe(preset="mini", seq_len=128, long_seq_len=512, batch_size=256, budget="20000")
+
+ELECTRA_VS_MLM = register_study(Study(
+    name="electra-vs-mlm",
+    description="ELECTRA's replaced-token detection vs BERT's MLM at equal training FLOPs (generator counted) and "
+                "at equal wall-clock; fine-tuned and frozen-probed on chapter 10's tasks",
+    arms={"mlm": ("bert", {}), "electra": ("electra", {"budget": str(ELECTRA_STEPS)}),
+          "electra-time": ("electra", {"budget": f"{ELECTRA_SECONDS}s"})},
+    baseline="mlm",
+    base={"cpu": Recipe(budget=str(STEPS)), "gpu": GPU_BASE},
+    metrics=DOWNSTREAM_METRICS,
+    downstream=True,
+))
+
+SPAN_MASKING = register_study(Study(
+    name="span-masking",
+    description="token, whole-word and span masking, and span masking + SpanBERT's span-boundary objective, at "
+                "equal steps: held-out MLM, held-out text masked by whole words and by spans, downstream",
+    arms={"token": ("bert", {}), "whole-word": ("bert", {"masking_mode": "whole_word"}),
+          "span": ("bert", {"masking_mode": "span"}), "span-sbo": ("spanbert", {"masking_mode": "span"})},
+    baseline="token",
+    base={"cpu": Recipe(budget=str(STEPS)), "gpu": GPU_BASE},
+    metrics=("test.mlm@32.accuracy", "test.whole_word@32.accuracy", "test.span@32.accuracy",
+             "test.topic_full.accuracy"),
+    downstream=True,
+    span_probe=True,
+))
+
+ATTENTION_POSITIONS = register_study(Study(
+    name="attention-positions",
+    description="BERT's learned absolute positions vs DeBERTa's disentangled relative attention vs ModernBERT's "
+                "rotary local/global attention at equal training FLOPs, trained on 32-token examples only, scored "
+                "at 32, 64 and 128 tokens",
+    arms={family: (family, {"budget": str(steps)}) for family, steps in EQUAL_FLOPS_STEPS.items()},
+    baseline="bert",
+    base={"cpu": Recipe(budget=str(STEPS), long_seq_len=0),
+          "gpu": Recipe(preset="mini", seq_len=128, long_seq_len=0, batch_size=256, budget="20000")},
+    metrics=("test.mlm@32.accuracy", "test.mlm@64.accuracy", "test.mlm@128.accuracy"),
+    score_lengths=(32, 64, 128),
+))
+
+
+# ============================================================================================
+# One run: train (or not), score
+# ============================================================================================
+
+SPAN_PROBE_MODES = ("whole_word", "span")
+
+
+def span_scores(model: nn.Module, tokenizer, tokens: dict[str, list], length: int = 32) -> dict[str, float]:
+    """Held-out MLM with BERT's 15% chosen by whole words and by SpanBERT's spans instead of single
+    tokens (80/10/10 as ever; fixed masks): every piece of a word, or a run of words, to recover
+    from its surroundings alone. {"{split}.{mode}@{length}.accuracy" and ".loss"}."""
+    scores = {}
+    for mode in SPAN_PROBE_MODES:
+        recipe = Recipe(vocab_size=tokenizer.vocab_size, format="token_stream", seq_len=length, long_seq_len=0,
+                        mask_ratio=0.15, masking_mode=mode, static_masking=True, seed=EVAL_MASKING_SEED)
+        for split, split_tokens in tokens.items():
+            result = evaluate_mlm(model, PretrainingData.from_tokens(split_tokens, tokenizer, recipe))
+            scores[f"{split}.{mode}@{length}.accuracy"] = result["accuracy"]
+            scores[f"{split}.{mode}@{length}.loss"] = result["loss"]
+    return scores
+
+
+def bert_checkpoint(encoder: nn.Module, tokenizer, recipe: Recipe, folder: Path, seed: int) -> Path:
+    """`encoder` (a BertModel, with or without pooler) as a BertForPreTraining checkpoint that
+    chapter 10's fine-tuning loads; the parts it lacks (pooler, heads) start as the seed's."""
+    seed_everything(seed)
+    model = BertForPreTraining(encoder.config)
+    missing, unexpected = model.bert.load_state_dict(encoder.state_dict(), strict=False)
+    if unexpected or any(not k.startswith("pooler.") for k in missing):
+        raise ValueError(f"not a BERT encoder: missing {missing}, unexpected {unexpected}")
+    return save_checkpoint(folder / "encoder", model, tokenizer, recipe=recipe)
+
+
+def run_arm(study: Study, arm: str, seed: int, scale: str = "cpu", *, device=None) -> dict:
+    """Train one arm with one seed (arm=UNTRAINED: the baseline's initial weights, untrained) and
+    score it: held-out MLM at the study's lengths, plus its span probe and downstream runs."""
+    started = time.perf_counter()
+    recipe = study.recipe(arm, scale, seed)
+    family = study.family(arm)
+    tokenizer = default_tokenizer(recipe.vocab_size)
+    batches, (train_data, *_) = recipe_batches(load_corpus("train"), tokenizer, recipe)
+    model, objectives = build_family(family, recipe, tokenizer)
+    # One step's FLOPs, counted on the first batch before training. ELECTRA's count draws its generator's
+    # samples from the generator the seed set, so the count is part of the run: chapter 15, training a
+    # logged run again by hand, counts first too.
+    probe_batch = batches(0, 0.0)
+    flops = step_flops(model, objectives, probe_batch)
+    history = {}
+    if arm != UNTRAINED:
+        history = train_with(model, objectives, batches, recipe, device=device)
+    model.eval()
+    metrics = flatten_metrics(score(model, tokenizer, lengths=study.score_lengths,
+                                    unigram=unigram_token(train_data.tokens, tokenizer)))
+    if study.span_probe:
+        tokens = {split: tokenize_documents(load_corpus(split), tokenizer) for split in ("validation", "test")}
+        metrics.update(span_scores(model, tokenizer, tokens))
+    if study.downstream:
+        with tempfile.TemporaryDirectory() as folder:
+            checkpoint = bert_checkpoint(encoder_of(model).cpu(), tokenizer, recipe, Path(folder), seed)
+            metrics.update(downstream_scores(checkpoint, seed, device=device))
+    curve = training_curve(history) if history else {}
+    for name in (o.name for o in objectives if o.name != "mlm"):
+        if history:
+            curve[f"{name}_loss"] = training_curve({"step": history["step"], "mlm_loss": history[f"{name}_loss"]})[
+                "mlm_loss"]
+    return {"arm": arm, "seed": seed, "family": family, "recipe": recipe.to_dict(), "metrics": metrics, "curve": curve,
+            "steps": history["step"][-1] if history else 0, "train_seconds": history["seconds"][-1] if history else 0.0,
+            "step_flops": flops, "parameters": sum(p.numel() for p in model.parameters()),
+            "encoder_parameters": sum(p.numel() for p in encoder_of(model).parameters()),
+            "seconds": round(time.perf_counter() - started, 1),
+            "provenance": {"code_version": code_version(*STUDY_CODE), "torch": torch.__version__,
+                           "python": platform.python_version(), "threads": torch.get_num_threads()}}
+
+
+# ============================================================================================
+# A study's grid: every arm x seed and the untrained control, into one log
+# ============================================================================================
+
+def study_path(name: str, scale: str) -> Path:
+    return RESULTS_DIR / f"{name}-{scale}.json"
+
+
+def study_command(name: str, seeds: Sequence[int], scale: str) -> str:
+    count = list(seeds) == list(range(len(seeds)))
+    return (f"python -m mini_bert study {name} --seeds {len(seeds) if count else ','.join(map(str, seeds))} "
+            f"--scale {scale}")
+
+
+def _init_worker(threads: int) -> None:
+    torch.set_num_threads(threads)
+
+
+def study_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu", device=None,
+               results: str | Path | None = None, jobs: int = 1, threads: int | None = None,
+               arms: Sequence[str] | None = None, progress: bool = True) -> GridResult:
+    """Run every arm x seed of study `name` and the untrained control of every seed (or `arms`
+    only) into its log (default results/{name}-{scale}.json), rewritten after every run so that a
+    stopped command resumes; `jobs` worker processes of `threads` torch threads each."""
+    study = get_study(name)
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    if not seed_list or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seed_list):
+        raise ValueError(f"seeds must be a number >= 1 or a list of non-negative seeds, got {seeds!r}")
+    arm_names = [*study.arms, UNTRAINED] if arms is None else list(arms)
+    for arm in arm_names:
+        study.recipe(arm, scale, 0)  # unknown arms and scales fail here, before anything trains
+    path = Path(results) if results is not None else study_path(name, scale)
+    header = {"format": RESULTS_FORMAT, "experiment": name, "scale": scale, "max_docs": None,
+              "code_version": code_version(*STUDY_CODE), "command": study_command(name, seed_list, scale),
+              "description": study.description, "baseline": study.baseline, "metrics": list(study.metrics)}
+    records: list[dict] = []
+    if path.exists():
+        log = read_results(path)
+        if (log.get("experiment"), log.get("scale"), log.get("code_version")) != (name, scale, header["code_version"]):
+            raise ValueError(f"{path} holds runs of another study, scale or code version ({log.get('experiment')}, "
+                             f"{log.get('scale')}, {log.get('code_version')}); delete it or pass results= a new path "
+                             "(runs of different code are never mixed)")
+        records = log["runs"]
+        header["command"] = study_command(name, sorted(set(seed_list) | {r["seed"] for r in records}), scale)
+    done = {(r["arm"], r["seed"]) for r in records}
+    todo = [(arm, seed) for seed in seed_list for arm in arm_names if (arm, seed) not in done]
+    order = [*study.arms, UNTRAINED]
+
+    def finish(record: dict) -> None:
+        records.append(json.loads(json.dumps(record)))
+        records.sort(key=lambda r: (r["seed"], order.index(r["arm"])))
+        header["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1))
+
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(todo), desc=f"study {name}", unit="run", disable=not progress)
+    if jobs == 1:
+        for arm, seed in todo:
+            finish(run_arm(study, arm, seed, scale, device=device))
+            bar.update(1)
+    else:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_init_worker, initargs=(threads or 1,)) as pool:
+            futures = [pool.submit(run_arm, study, arm, seed, scale, device=device) for arm, seed in todo]
+            for future in as_completed(futures):
+                finish(future.result())
+                bar.update(1)
+    bar.close()
+    if not path.exists():
+        atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1))
+    return load_study(name, scale, results=path)
+
+
+def load_study(name: str, scale: str = "cpu", *, results: str | Path | None = None) -> GridResult:
+    """A study's log as a runs.GridResult (tables with paired differences, plot_grid); its
+    `code_version` is the study code's, so compare it with code_version(*STUDY_CODE)."""
+    study = get_study(name)
+    path = Path(results) if results is not None else study_path(name, scale)
+    if not path.is_file():
+        raise FileNotFoundError(f"no study log {path}: run {study_command(name, range(3), scale)}")
+    log = read_results(path)
+    return GridResult(study.experiment, log["scale"], log["runs"], path, log["code_version"])
+
+
+def median_train_seconds(result: GridResult, arm: str) -> float:
+    """The median training time of an arm's runs in a study log (seconds of the loop alone)."""
+    values = sorted(r["train_seconds"] for r in result.runs if r["arm"] == arm)
+    if not values:
+        raise ValueError(f"no runs of arm {arm!r}")
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+

@@ -1,0 +1,186 @@
+"""Chapter 15's studies (mini_bert.equal_compute): the loop with given objectives is loop.train's,
+every family trains through it, the equal-compute budgets are what torch counts, the span probe and
+the BERT checkpoint behave, bad input is refused, and the shipped logs are complete, current and
+reproducible."""
+import json
+import math
+
+import pytest
+import torch
+
+from conftest import TINY
+from mini_bert import equal_compute as ec
+from mini_bert.ablations import UNTRAINED
+from mini_bert.batches import PretrainingData, recipe_batches
+from mini_bert.cache import code_version
+from mini_bert.deberta import DebertaModel
+from mini_bert.electra import equal_compute_steps, step_flops
+from mini_bert.evaluation import evaluate_mlm
+from mini_bert.examples import tokenize_documents
+from mini_bert.finetuning import load_encoder
+from mini_bert.loop import train
+from mini_bert.pretraining import build_model
+from mini_bert.recipe import Recipe
+from mini_bert.runs import read_results
+
+SMALL = Recipe(vocab_size=300, model={**TINY, "initializer_range": 0.05}, batch_size=16, budget="8")
+
+
+def recipe_for(family: str, recipe: Recipe = SMALL) -> Recipe:
+    return recipe.replace(masking_mode="span") if family == "spanbert" else recipe
+
+
+def test_train_with_trains_a_bert_recipe_to_loop_trains_weights(docs, tokenizer):
+    batches, _ = recipe_batches(docs[0], tokenizer, SMALL)
+    reference = build_model(SMALL, tokenizer.vocab_size)
+    expected = train(reference, batches, SMALL, device="cpu", progress=False)
+    model, objectives = ec.build_family("bert", SMALL, tokenizer)
+    history = ec.train_with(model, objectives, recipe_batches(docs[0], tokenizer, SMALL)[0], SMALL, device="cpu")
+    for (name, a), b in zip(reference.state_dict().items(), model.state_dict().values()):
+        assert torch.equal(a, b), name
+    assert history["mlm_loss"] == expected["mlm_loss"] and history["step"] == list(range(1, 9))
+
+
+@pytest.mark.parametrize("family", ec.FAMILIES)
+def test_every_family_trains_through_the_loop_and_is_scored_like_bert(family, docs, tokenizer):
+    recipe = recipe_for(family, SMALL.replace(budget="6"))
+    model, objectives = ec.build_family(family, recipe, tokenizer)
+    history = ec.train_with(model, objectives, recipe_batches(docs[0], tokenizer, recipe)[0], recipe, device="cpu")
+    extra = {"electra": ["rtd_loss"], "spanbert": ["sbo_loss"]}.get(family, [])
+    for key in ["mlm_loss", *extra]:
+        assert len(history[key]) == 6 and all(math.isfinite(v) for v in history[key]), key
+    assert history["mlm_loss"][-1] < history["mlm_loss"][0]  # it learns
+    held = PretrainingData(docs[1], tokenizer, SMALL.replace(long_seq_len=0), heldout=True)
+    assert 0 <= evaluate_mlm(model, held)["accuracy"] <= 1
+    # The encoder that is kept: BERT-shaped for the families that fine-tune like chapter 10's model.
+    encoder = ec.encoder_of(model)
+    assert (type(encoder).__name__ == "BertModel") == (family in ("bert", "electra", "spanbert"))
+
+
+def test_a_seed_gives_the_same_model_and_another_seed_another(tokenizer):
+    for family in ec.FAMILIES:
+        a = ec.build_family(family, SMALL, tokenizer)[0].state_dict()
+        b = ec.build_family(family, SMALL, tokenizer)[0].state_dict()
+        c = ec.build_family(family, SMALL.replace(seed=1), tokenizer)[0].state_dict()
+        assert all(torch.equal(a[k], b[k]) for k in a), family
+        assert not all(torch.equal(a[k], c[k]) for k in a), family
+
+
+def test_the_successors_are_built_on_berts_sizes(tokenizer):
+    cfg = SMALL.model_config(tokenizer.vocab_size)
+    deberta = ec.deberta_config(cfg)
+    assert (deberta.hidden_size, deberta.num_hidden_layers, deberta.num_attention_heads) == (32, 2, 2)
+    assert deberta.relative_attention and not deberta.position_biased_input and deberta.position_buckets == 32
+    modern = ec.modernbert_config(cfg, tokenizer.pad_id)
+    # GeGLU's three H x I matrices hold as many weights as the two H x 4H ones of BERT's sizes.
+    assert abs(3 * modern.intermediate_size - 8 * cfg.hidden_size) <= 6 and modern.intermediate_size % 2 == 0
+    assert modern.pad_token_id == tokenizer.pad_id and modern.local_attention == 16
+
+
+def test_the_equal_compute_budgets_are_what_torch_counts(docs):
+    """The steps hard-coded in the studies, recounted: the FLOPs of one step of each family on the
+    base recipe's first batch (the tiny model over the book's 8,192-token vocabulary)."""
+    from mini_bert.tokenization import default_tokenizer
+
+    tokenizer = default_tokenizer(8192)
+    recipe = ec.ATTENTION_POSITIONS.base["cpu"]
+    batch = recipe_batches(docs[0], tokenizer, recipe)[0](0, 0.0)
+    flops = {family: step_flops(*ec.build_family(family, recipe, tokenizer), batch)
+             for family in ("bert", "electra", "deberta", "modernbert")}
+    assert equal_compute_steps(ec.STEPS, flops["electra"], flops["bert"]) == ec.ELECTRA_STEPS
+    for family, steps in ec.EQUAL_FLOPS_STEPS.items():
+        assert equal_compute_steps(ec.STEPS, flops[family], flops["bert"]) == steps, family
+    assert ec.ELECTRA_VS_MLM.recipe("electra", "cpu", 0).budget == str(ec.ELECTRA_STEPS)
+
+
+def test_the_span_probe_masks_whole_words_and_spans(docs, tokenizer, model):
+    tokens = {"validation": tokenize_documents(docs[1], tokenizer)}
+    scores = ec.span_scores(model, tokenizer, tokens)
+    assert set(scores) == {f"validation.{mode}@32.{k}" for mode in ec.SPAN_PROBE_MODES for k in ("accuracy", "loss")}
+    assert scores == ec.span_scores(model, tokenizer, tokens)  # fixed masks: the same targets every time
+    assert scores["validation.whole_word@32.loss"] != scores["validation.span@32.loss"]
+
+
+def test_an_encoder_saved_for_fine_tuning_is_the_same_encoder(tmp_path, tokenizer):
+    model, _ = ec.build_family("electra", SMALL, tokenizer)
+    encoder = ec.encoder_of(model).eval()
+    loaded, loaded_tokenizer = load_encoder(str(ec.bert_checkpoint(encoder, tokenizer, SMALL, tmp_path, 0)))
+    ids = torch.randint(5, tokenizer.vocab_size, (2, 9))
+    assert torch.equal(loaded.eval()(ids).last_hidden_state, encoder(ids).last_hidden_state)
+    assert loaded_tokenizer.vocab_size == tokenizer.vocab_size
+    deberta = DebertaModel(ec.deberta_config(SMALL.model_config(tokenizer.vocab_size)))
+    with pytest.raises(ValueError, match="not a BERT encoder"):
+        ec.bert_checkpoint(deberta, tokenizer, SMALL, tmp_path / "d", 0)
+
+
+def test_bad_input_is_refused_before_anything_trains(tmp_path, capsys):
+    from mini_bert.__main__ import main
+
+    with pytest.raises(ValueError, match="unknown family 'xlnet'"):
+        ec.build_family("xlnet", SMALL, None)
+    with pytest.raises(ValueError, match="unknown study 'nope'"):
+        ec.study_grid("nope", 1)
+    with pytest.raises(ValueError, match="has no arm 'bert'"):
+        ec.study_grid("electra-vs-mlm", 1, arms=["bert"], results=tmp_path / "x.json")
+    with pytest.raises(ValueError, match="has no 'tpu' scale"):
+        ec.study_grid("electra-vs-mlm", 1, scale="tpu", results=tmp_path / "x.json")
+    with pytest.raises(ValueError, match="seeds must be"):
+        ec.study_grid("electra-vs-mlm", [-1], results=tmp_path / "x.json")
+    with pytest.raises(ValueError, match="unknown family"):
+        ec.Study("s", "", {"a": ("gpt", {})}, "a", {"cpu": SMALL}, ())
+    assert not (tmp_path / "x.json").exists()
+    assert main(["study", "nope", "--no-progress"]) == 2
+    assert "unknown study 'nope'" in capsys.readouterr().err
+
+
+def test_a_study_log_resumes_and_refuses_other_code(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run_arm(study, arm, seed, scale="cpu", *, device=None):
+        calls.append((arm, seed))
+        return {"arm": arm, "seed": seed, "recipe": study.recipe(arm, scale, seed).to_dict(),
+                "metrics": {"test.mlm@32.accuracy": 0.1 * seed + (arm == "mlm")},
+                "provenance": {"code_version": code_version(*ec.STUDY_CODE)}}
+
+    monkeypatch.setattr(ec, "run_arm", fake_run_arm)
+    path = tmp_path / "log.json"
+    ec.study_grid("electra-vs-mlm", 1, results=path, progress=False)
+    result = ec.study_grid("electra-vs-mlm", 2, results=path, progress=False)
+    assert calls == [(arm, s) for s in (0, 1) for arm in (*ec.ELECTRA_VS_MLM.arms, UNTRAINED)]
+    assert [(r["arm"], r["seed"]) for r in result.runs] == calls
+    log = read_results(path)
+    assert log["command"] == ec.study_command("electra-vs-mlm", [0, 1], "cpu")
+    assert result.table("test.mlm@32.accuracy")["electra"].difference.mean == pytest.approx(-1.0)
+    log["code_version"] = "0123456789ab"  # a log of other code, runs and header alike
+    for record in log["runs"]:
+        record["provenance"]["code_version"] = "0123456789ab"
+    path.write_text(json.dumps(log))
+    with pytest.raises(ValueError, match="another study, scale or code version"):
+        ec.study_grid("electra-vs-mlm", 3, results=path, progress=False)
+
+
+@pytest.mark.parametrize("name", list(ec.STUDIES))
+def test_the_shipped_study_logs_are_complete_and_current(name):
+    result = ec.load_study(name)
+    study = ec.get_study(name)
+    assert result.code_version == code_version(*ec.STUDY_CODE), f"regenerate: {read_results(result.path)['command']}"
+    assert sorted((r["arm"], r["seed"]) for r in result.runs) == sorted(
+        (arm, seed) for arm in (*study.arms, UNTRAINED) for seed in range(3))
+    assert read_results(result.path)["command"] == ec.study_command(name, range(3), "cpu")
+    for record in result.runs:
+        assert record["recipe"] == json.loads(json.dumps(study.recipe(record["arm"], "cpu", record["seed"]).to_dict()))
+        assert set(study.metrics) <= set(record["metrics"]), record["arm"]
+    for metric in study.metrics:
+        assert result.table(metric)[study.baseline].n == 3
+
+
+def test_a_logged_run_trains_again_to_its_logged_scores(cache):
+    """The seed-0 run of ModernBERT in the attention study, trained and scored again (about 2
+    minutes on one core)."""
+    logged = next(r for r in ec.load_study("attention-positions").runs if (r["arm"], r["seed"]) == ("modernbert", 0))
+    rerun = ec.run_arm(ec.ATTENTION_POSITIONS, "modernbert", 0, device="cpu")
+    assert json.loads(json.dumps(rerun["recipe"])) == logged["recipe"] and rerun["steps"] == logged["steps"]
+    assert rerun["step_flops"] == logged["step_flops"] and rerun["parameters"] == logged["parameters"]
+    for metric, value in logged["metrics"].items():
+        assert math.isclose(rerun["metrics"][metric], value, abs_tol=2e-3 if "accuracy" in metric else 0,
+                            rel_tol=2e-3 if metric.endswith("loss") else 0), metric
