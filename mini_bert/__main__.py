@@ -9,6 +9,8 @@ Subcommands:
   finetune-grid  a fine-tuning study: arms x seeds into a results log
   ablation-scores  score an ablation's runs (NSP/SOP probes, downstream) and their untrained controls
   study      chapter 15's successors at equal compute: arms x seeds and untrained controls into a log
+  provenance check that the current code reproduces the shipped logs (their fingerprints)
+  pretrained the book's pretrained model: load, train here, compare with the shipped copy, ship
 
 Budgets (--budget): `500` = 500 optimiser steps; `300s`, `5m`, `5min`, `1h` = wall-clock
 training time; `2M`, `500k`, `2Mtok` = input tokens (lower-case m = minutes, upper-case M =
@@ -384,7 +386,78 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--results", help="the JSON log (default mini_bert/results/NAME-SCALE.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_study)
+
+    p = sub.add_parser("provenance", help="check that the current code reproduces the shipped logs' fingerprints "
+                                          "(a few minutes on two cores)")
+    p.add_argument("logs", nargs="*", help="logs to check (default: every shipped log in mini_bert/results)")
+    p.add_argument("--backfill", action="store_true", help="store the current code's fingerprints in the logs "
+                   "instead of checking them (after changing a log's runs on purpose)")
+    p.add_argument("--record", action="store_true", help="after a passing check of every shipped log, record the "
+                   "code version in mini_bert/results/verified.json (what .stale reads)")
+    p.add_argument("--jobs", type=positive_int, default=2, help="worker processes, one thread each (default 2)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_provenance)
+
+    p = sub.add_parser("pretrained", help="the book's pretrained model: load it (the shipped copy), train it "
+                                          "here, compare the two, or ship a new copy")
+    p.add_argument("name", nargs="?", default="tiny-wiki", help="the model (default tiny-wiki)")
+    p.add_argument("--train", action="store_true", help="train it here even though a copy ships with the package")
+    p.add_argument("--compare", action="store_true", help="train it here (unless cached) and compare its held-out "
+                   "scores with the shipped copy's; exit 1 when they differ beyond the cross-CPU tolerance")
+    p.add_argument("--ship", action="store_true", help="copy the model trained here into mini_bert/pretrained/NAME "
+                   "(for maintainers, after a change of its recipe)")
+    p.set_defaults(func=cmd_pretrained)
     return parser
+
+
+def cmd_pretrained(args) -> int:
+    from . import runs
+
+    if args.ship:
+        print(f"shipped: {runs.ship_pretrained(args.name)}")
+        return 0
+    if args.compare:
+        problems = runs.compare_with_shipped(args.name)
+        for problem in problems:
+            print(problem)
+        print(f"{args.name}: trained here vs shipped: " + ("the same within the tolerance "
+              f"{runs.RETRAIN_TOL}" if not problems else f"{len(problems)} score(s) differ"))
+        return 1 if problems else 0
+    result = runs.pretrained(args.name, train=args.train)
+    print(json.dumps(result.evaluation, indent=1))
+    print(f"cache entry: {result.path}")
+    return 0
+
+
+def cmd_provenance(args) -> int:
+    """Check (or backfill) the fingerprints of logs; exit 1 naming every number that moved."""
+    from pathlib import Path
+
+    from . import provenance
+
+    paths = [Path(p) for p in args.logs] or provenance.shipped_logs()
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise ValueError(f"no such log: {', '.join(missing)}")
+    if args.record and args.logs:
+        raise ValueError("--record covers every shipped log: run it without naming logs")
+    if args.backfill:
+        provenance.backfill(paths, jobs=args.jobs, progress=not args.no_progress)
+        print(f"fingerprints stored in {len(paths)} log(s); then python -m mini_bert provenance --record "
+              "(the logs changed since the last recorded check)")
+        return 0
+    result = provenance.check_logs(paths, jobs=args.jobs, progress=not args.no_progress)
+    for problem in result["problems"]:
+        print(problem)
+    arms = sum(len(f) for f in result["fingerprints"].values())
+    print(f"{len(paths)} log(s), {arms} arm(s) checked in {result['wall']:.0f} s: "
+          f"{'all current' if not result['problems'] else str(len(result['problems'])) + ' number(s) moved'}")
+    if result["problems"]:
+        return 1
+    if args.record:
+        provenance.record_verified(paths, result["wall"])
+        print(f"recorded in {provenance.VERIFIED}")
+    return 0
 
 
 def cmd_study(args) -> int:

@@ -23,7 +23,8 @@ those scores, the same for every arm, and logs them beside the grid's own log:
 
 This module is not part of the run code (mini_bert.cache.RUN_CODE): a trained model does not
 depend on how it is scored afterwards. Its scores log carries the code version of this module and
-of everything it imports, the run code included, so a change to either stales it.
+of everything it imports, for the record, and a fingerprint per arm (`score_fingerprint`:
+score_run on the arm's own first steps), which decides whether the log is current.
 """
 from __future__ import annotations
 
@@ -43,12 +44,14 @@ from .cache import atomic_write_text, code_version
 from .checkpoint import save_checkpoint
 from .evaluation import sentence_features, train_logistic_probe
 from .finetune_runs import read_log
-from .finetuning import run_finetune
+from .fingerprint import (PREFIX, Prefix, fingerprint, isolated, parameter_norm, prefix_recipe, resume_fingerprints,
+                          rounded)
+from .finetuning import prefix_settings, run_finetune
 from .heldout import sentence_batch
 from .pretraining import build_model
 from .recipe import Recipe
-from .runs import (RESULTS_DIR, Experiment, GridResult, arm_recipe, flatten_metrics, get_experiment, load_grid,
-                   read_results, register, run, score)
+from .runs import (RESULTS_DIR, Experiment, GridResult, arm_recipe, flatten_metrics, get_experiment, heldout_slices,
+                   load_grid, read_results, register, run, score)
 from .tokenization import default_tokenizer
 
 SCORES_FORMAT = "mini_bert-ablation-scores/1"
@@ -102,12 +105,14 @@ SENTENCE_OBJECTIVES = register(Experiment(
 # Sentence tasks: probes and the controls that cannot read
 # ============================================================================================
 
-@lru_cache(maxsize=4)
-def probe_batches(vocab_size: int, task: str) -> dict[str, dict[str, torch.Tensor]]:
+@lru_cache(maxsize=8)
+def probe_batches(vocab_size: int, task: str, pairs: int | None = None) -> dict[str, dict[str, torch.Tensor]]:
     """The `task` pairs every model is probed on, by split: {"train", "validation", "test"}.
-    Built once per process (the same for every model: fixed seed and size)."""
+    Built once per process (the same for every model: fixed seed and size). pairs: at most that
+    many of each split (a fingerprint's prefix)."""
     tokenizer = default_tokenizer(vocab_size)
     sizes = {"train": PROBE_TRAIN, "validation": PROBE_EVAL, "test": PROBE_EVAL}
+    sizes = {split: min(n, pairs or n) for split, n in sizes.items()}
     return {split: sentence_batch(tokenizer, task, split, seq_len=PROBE_LENGTH, seed=PROBE_SEED, limit=n)
             for split, n in sizes.items()}
 
@@ -116,7 +121,7 @@ def _accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
     return (logits.argmax(-1) == labels).float().mean().item()
 
 
-def sentence_scores(model, tokenizer, objective: str | None = None) -> dict[str, float]:
+def sentence_scores(model, tokenizer, objective: str | None = None, *, pairs: int | None = None) -> dict[str, float]:
     """NSP and SOP accuracy of a frozen model on the validation and test pairs.
 
     "{split}.{task}_probe.accuracy": a logistic probe on the last-layer [CLS] vector, fitted on the
@@ -124,10 +129,11 @@ def sentence_scores(model, tokenizer, objective: str | None = None) -> dict[str,
     model has no trained sentence head, and its pooler is untrained).
     "{split}.{task}_head.accuracy": the model's own sentence head, for the task it was trained on.
     "{split}.{task}.majority": the larger class's share (what always guessing it scores).
+    pairs: probe on at most that many pairs of each split (a fingerprint's prefix).
     """
     scores = {}
     for task in SENTENCE_TASKS:
-        batches = probe_batches(tokenizer.vocab_size, task)
+        batches = probe_batches(tokenizer.vocab_size, task, pairs)
         features = {split: sentence_features(model, batch, features="cls") for split, batch in batches.items()}
         probe = train_logistic_probe(features["train"][0], batches["train"]["sentence_labels"])
         for split in ("validation", "test"):
@@ -222,16 +228,23 @@ def sentence_baselines(vocab_size: int, split: str = "test") -> dict[str, dict[s
 # Downstream
 # ============================================================================================
 
-def downstream_scores(checkpoint: str | Path, seed: int, *, device=None) -> dict[str, float]:
+def downstream_scores(checkpoint: str | Path, seed: int, *, device=None, prefix: Prefix | None = None,
+                      counts: dict | None = None) -> dict[str, float]:
     """Chapter 10's DOWNSTREAM runs fine-tuned from `checkpoint` (a mini_bert checkpoint folder)
-    with `seed`: "{split}.{name}.accuracy" (and macro_f1) for split in validation, test."""
+    with `seed`: "{split}.{name}.accuracy" (and macro_f1) for split in validation, test.
+    prefix: each run cut to a fingerprint's prefix (finetuning.prefix_settings).
+    counts: a dict that receives each run's training examples, test targets and training losses."""
     scores = {}
     for name, settings in DOWNSTREAM.items():
-        result = run_finetune({**settings, "init": str(checkpoint)}, seed, device=device)
+        settings = {**settings, "init": str(checkpoint)}
+        result = run_finetune(settings if prefix is None else prefix_settings(settings, prefix), seed, device=device)
         for metric, value in result["metrics"].items():
             split, measure = metric.split(".", 1)
             if measure in ("accuracy", "macro_f1"):
                 scores[f"{split}.{name}.{measure}"] = value
+        if counts is not None:
+            counts[name] = {"train_examples": result["train_examples"], "test_targets": result["test_targets"],
+                            "train_loss": result["history"]["train_loss"]}
     return scores
 
 
@@ -240,29 +253,67 @@ def downstream_scores(checkpoint: str | Path, seed: int, *, device=None) -> dict
 # ============================================================================================
 
 def score_run(experiment: Experiment, arm: str, seed: int, scale: str = "cpu", *, device=None,
-              progress: bool = False) -> dict:
+              progress: bool = False, prefix: Prefix | None = None) -> dict:
     """The scores record of one run: its arm's recipe with `seed`, loaded from the run cache (or
     trained into it), scored on the sentence tasks and downstream. arm=UNTRAINED: the baseline
     arm's initial weights for `seed`, never trained (the control every trained arm is read
-    against), also scored on held-out MLM like a grid run."""
+    against), also scored on held-out MLM like a grid run.
+    prefix: a fingerprint's run (`score_fingerprint`): the arm's first steps only (never cached),
+    scored on a few held-out articles and pairs, downstream runs cut short; the record then holds
+    the model's parameter norm and the downstream runs' counts and losses too."""
     started = time.perf_counter()
     recipe = arm_recipe(experiment, experiment.baseline if arm == UNTRAINED else arm, scale).replace(seed=seed)
-    if arm == UNTRAINED:
-        tokenizer = default_tokenizer(recipe.vocab_size)
-        model = build_model(recipe, tokenizer.vocab_size).eval()
-        metrics = flatten_metrics(score(model, tokenizer))
-        metrics.update(sentence_scores(model, tokenizer))
-        with tempfile.TemporaryDirectory() as folder:
+    few = {} if prefix is None else heldout_slices(prefix)
+    pairs = None if prefix is None else prefix.probe_pairs
+    counts = {} if prefix is not None else None
+    with tempfile.TemporaryDirectory() as folder:
+        if arm == UNTRAINED:
+            tokenizer = default_tokenizer(recipe.vocab_size)
+            model = build_model(recipe, tokenizer.vocab_size).eval()
+            metrics = flatten_metrics(score(model, tokenizer, **few))
+            metrics.update(sentence_scores(model, tokenizer, pairs=pairs))
             checkpoint = save_checkpoint(Path(folder) / "untrained", model, tokenizer, recipe=recipe)
-            metrics.update(downstream_scores(checkpoint, seed, device=device))
-        curve = {}
-    else:
-        trained = run(recipe, seed, progress=progress, device=device)
-        metrics = sentence_scores(trained.model, trained.tokenizer, recipe.objective)
-        metrics.update(downstream_scores(trained.path, seed, device=device))
-        curve = training_curve(trained.history)
-    return {"arm": arm, "seed": seed, "metrics": metrics, "curve": curve,
-            "seconds": round(time.perf_counter() - started, 1)}
+            curve = {}
+        else:
+            trained = run(recipe if prefix is None else prefix_recipe(recipe, prefix), seed, progress=progress,
+                          device=device if prefix is None else "cpu", cache=prefix is None,
+                          stop_at_step=None if prefix is None else prefix.steps, **few)
+            model, tokenizer = trained.model, trained.tokenizer
+            metrics = sentence_scores(model, tokenizer, recipe.objective, pairs=pairs)
+            checkpoint = trained.path or save_checkpoint(Path(folder) / "prefix", model, tokenizer, recipe=recipe)
+            curve = training_curve(trained.history)
+        metrics.update(downstream_scores(checkpoint, seed, device=device if prefix is None else "cpu", prefix=prefix,
+                                         counts=counts))
+        norm = parameter_norm(model)
+    record = {"arm": arm, "seed": seed, "metrics": metrics, "curve": curve,
+              "seconds": round(time.perf_counter() - started, 1)}
+    if prefix is not None:
+        record.update(parameter_norm=norm, downstream_counts=counts)
+    return record
+
+
+@isolated
+def score_fingerprint(experiment: Experiment, arm: str, seed: int, scale: str = "cpu", *,
+                      prefix: Prefix = PREFIX) -> dict:
+    """The fingerprint of a scores log's record (mini_bert.fingerprint): score_run on the prefix
+    of the arm's run (chained: the scores are read from the upstream run's own prefix model)."""
+    record = score_run(experiment, arm, seed, scale, prefix=prefix)
+    recipe = arm_recipe(experiment, experiment.baseline if arm == UNTRAINED else arm, scale).replace(seed=seed)
+    definition = {"recipe": recipe.to_dict(), "untrained": arm == UNTRAINED,
+                  "probe": {"length": PROBE_LENGTH, "train": PROBE_TRAIN, "eval": PROBE_EVAL, "seed": PROBE_SEED},
+                  "downstream": DOWNSTREAM}
+    exact, losses = split_downstream_counts(record["downstream_counts"])
+    close = {"metrics": record["metrics"], "parameter_norm": record["parameter_norm"], "curve": record["curve"],
+             "downstream_loss": losses}
+    return fingerprint(definition, exact, rounded(close), prefix)
+
+
+def split_downstream_counts(counts: dict | None) -> tuple[dict, dict]:
+    """downstream_scores' counts as a fingerprint reads them: ({run: its integers}, {run: its
+    training losses})."""
+    counts = counts or {}
+    return ({name: {k: v for k, v in c.items() if k != "train_loss"} for name, c in counts.items()},
+            {name: c["train_loss"] for name, c in counts.items()})
 
 
 CURVE_POINTS = 20  # a training curve in the scores log: the mean of each twentieth of the steps
@@ -322,19 +373,24 @@ def score_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
                           "threads": torch.get_num_threads()},
               "probe": {"length": PROBE_LENGTH, "train": PROBE_TRAIN, "eval": PROBE_EVAL, "features": "cls"},
               "downstream": DOWNSTREAM}
+    def fingerprint_of(arm: str, seed: int, prefix: Prefix) -> dict:
+        return score_fingerprint(experiment, arm, seed, scale, prefix=prefix)
+
     records: list[dict] = []
+    log = None
     if path.exists():
         log = read_scores(path)
-        if (log.get("experiment"), log.get("scale"), log.get("code_version")) != (name, scale, header["code_version"]):
-            raise ValueError(f"{path} holds scores of another experiment, scale or code version "
-                             f"({log.get('experiment')}, {log.get('scale')}, {log.get('code_version')}); delete it "
-                             "or pass results= a new path (scores of different code are never mixed)")
+        if (log.get("experiment"), log.get("scale")) != (name, scale):
+            raise ValueError(f"{path} holds scores of another experiment or scale ({log.get('experiment')}, "
+                             f"{log.get('scale')}); delete it or pass results= a new path")
         records = log["runs"]
         # The command that regenerates the whole log: every seed in it, this call's and earlier ones'.
         header["command"] = scores_command(name, sorted(set(seed_list) | {r["seed"] for r in records}), scale)
     arms = [*experiment.arms, UNTRAINED]
     done = {(r["arm"], r["seed"]) for r in records}
     todo = [(arm, seed) for seed in seed_list for arm in arms if (arm, seed) not in done]
+    # Scores of other behaviour are never mixed: refused here, before anything is scored.
+    header["fingerprints"] = resume_fingerprints(log, path, header["code_version"], todo, fingerprint_of)
     from tqdm.auto import tqdm
 
     for arm, seed in tqdm(todo, desc=f"scores {name}", unit="run", disable=not progress):
@@ -350,8 +406,8 @@ def score_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
 def load_ablation(name: str, scale: str = "cpu", *, results: str | Path | None = None,
                   scores: str | Path | None = None) -> GridResult:
     """The grid's log and its scores log as one GridResult: per (arm, seed) every metric of both,
-    plus the UNTRAINED control's records. Refuses logs of two different run codes (the scores
-    would belong to other models than the grid's)."""
+    plus the UNTRAINED control's records. Refuses a scores log that does not score the grid's runs
+    one for one. `.stale` is true when either log is not current (fingerprint.is_current)."""
     grid_result = load_grid(name, scale, results=results)
     path = Path(scores) if scores is not None else scores_path(name, scale)
     if not path.is_file():
@@ -361,10 +417,6 @@ def load_ablation(name: str, scale: str = "cpu", *, results: str | Path | None =
     if (log.get("experiment"), log.get("scale")) != (name, grid_result.scale):
         raise ValueError(f"{path} holds the scores of {log.get('experiment')!r} at scale {log.get('scale')!r}, not "
                          f"of {name!r} at {grid_result.scale!r}")
-    if log.get("run_code_version") != grid_result.code_version:
-        raise ValueError(f"{path} scored the runs of code version {log.get('run_code_version')}, but "
-                         f"{grid_result.path} holds runs of {grid_result.code_version}: regenerate the older one "
-                         f"({log['command']} or {read_results(grid_result.path)['command']})")
     extra = {(r["arm"], r["seed"]): r["metrics"] for r in log["runs"]}
     trained = {(r["arm"], r["seed"]) for r in grid_result.runs}
     untrained = {(UNTRAINED, seed) for _, seed in trained}
@@ -374,4 +426,6 @@ def load_ablation(name: str, scale: str = "cpu", *, results: str | Path | None =
                          f"grid: {unknown}): run {log['command']} again after the grid, with the grid's seeds")
     merged = [{**r, "metrics": {**r["metrics"], **extra[r["arm"], r["seed"]]}} for r in grid_result.runs]
     merged += [{"arm": arm, "seed": seed, "metrics": extra[arm, seed]} for arm, seed in sorted(untrained)]
-    return GridResult(grid_result.experiment, grid_result.scale, merged, grid_result.path, grid_result.code_version)
+    result = GridResult(grid_result.experiment, grid_result.scale, merged, grid_result.path, grid_result.code_version)
+    result.also = [(path, log.get("code_version"), code_version(*ABLATION_CODE))]
+    return result

@@ -1,9 +1,10 @@
 """Where cached artifacts live, how they are named, and how they are written and read safely.
 
-A cached artifact (a trained vocabulary, a pretrained checkpoint) is keyed by everything that
-determines it: the recipe, the data version and the version of the code that builds it
-(`code_version`: a hash of that code's syntax trees). Change any of them and the key changes,
-so a stale file is never picked up by mistake.
+A cached artifact is keyed by everything that determines it. A trained vocabulary: its recipe,
+the data version and the version of the code that builds it (`code_version`: a hash of that
+code's syntax trees), so that a change of any of them makes another key. A pretraining run
+(mini_bert.runs): its recipe and data; the code is checked by the run's behavioural fingerprint
+instead (mini_bert.fingerprint), so a refactor that changes no number retrains nothing.
 
 An artifact is a folder with a manifest.json listing each file's size and SHA-256
 (`write_artifact`, `read_artifact`):
@@ -82,10 +83,10 @@ def check_writable(folder: str | os.PathLike, what: str = "the output") -> None:
 # The code version
 # ============================================================================================
 
-# The module a pretraining run is made by (mini_bert.runs, with everything it imports): runs, grids
-# and the shipped results logs are keyed by the code_version of these files. A module the runs do
-# not import (the views, the exercise checkers, the transformers conversion, fine-tuning) cannot
-# change a run, so editing or adding one neither retrains the cache nor stales the shipped logs.
+# The module a pretraining run is made by (mini_bert.runs, with everything it imports). Runs and
+# logs record the code_version of these files, and a cache entry remembers the versions its
+# fingerprint was checked under (so the check runs once per version); whether a run or a log is
+# current is decided by its fingerprint (mini_bert.fingerprint), not by this hash.
 RUN_CODE = ("runs",)
 
 
@@ -135,13 +136,12 @@ def code_version(*modules: str) -> str:
     modules: the named modules ("tokenization") and every package module they import, directly or
         not (`imported_files`): a vocabulary depends on the tokenizer's code, not on the model's,
         so editing the model retrains no vocabulary. None: `source_files()`, the code of a
-        pretraining run (runs and grids are keyed by it).
+        pretraining run (recorded in its provenance; its fingerprint decides whether it is current).
     Not the package version: that changes only at releases, while the code behind a notebook
-    changes every day. Not the raw bytes either: a comment or docstring edit cannot change a
-    trained model, and it must neither retrain the cache nor mark the shipped results logs stale.
-    Any code edit gives a new version, so a cached run is sometimes retrained needlessly (an
-    edit that changes nothing numerically), but never reused when it should not be. The paths
-    are hashed too, so moving a module is a new version.
+    changes every day. Not the raw bytes either: a comment or docstring edit changes no
+    behaviour. Any code edit gives a new version, also one that changes nothing numerically, and
+    moving a module is a new version too (the paths are hashed): a fast "nothing changed" test,
+    never a verdict that something did.
     """
     digest = hashlib.sha256()
     for path in (imported_files(*modules) if modules else source_files()):

@@ -17,13 +17,14 @@ seeds, every arm scored on the same targets - in three studies:
 Every study has an UNTRAINED control (the baseline arm's initial weights, scored the same way).
 
 Why a loop of its own (`train_with`): loop.train builds its objectives from the recipe's
-`objective`, which names BERT's three (mini_bert.recipe.OBJECTIVES). Giving it an `objectives`
-argument would change the run code and stale every shipped Part III log (hours of CPU to
-regenerate); `train_with` is the same loop with the objectives passed in, built from loop.py's own
-pieces, and a test proves it trains a BERT recipe to the very weights loop.train gives.
+`objective`, which names BERT's three (mini_bert.recipe.OBJECTIVES). `train_with` is the same loop
+with the objectives passed in, built from loop.py's own pieces, and a test proves it trains a BERT
+recipe to the very weights loop.train gives (folding it into loop.train is the next refactor: the
+shipped logs' fingerprints, mini_bert.fingerprint, now let one change the loop without
+regenerating them).
 
-This module is not run code (mini_bert.cache.RUN_CODE): its logs carry code_version(*STUDY_CODE),
-this module and everything it imports.
+Its logs carry code_version(*STUDY_CODE) (this module and everything it imports) for the record,
+and a fingerprint per arm (`arm_fingerprint`): run_arm on the arm's first steps.
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
-from .ablations import UNTRAINED, downstream_scores, training_curve
+from .ablations import DOWNSTREAM, UNTRAINED, downstream_scores, split_downstream_counts, training_curve
 from .batches import EVAL_MASKING_SEED, PretrainingData, recipe_batches, unigram_token
 from .cache import atomic_write_text, code_version
 from .checkpoint import save_checkpoint
@@ -49,6 +50,8 @@ from .deberta import DebertaConfig, DebertaModel
 from .electra import ElectraForPreTraining, electra_objectives, step_flops
 from .evaluation import evaluate_mlm
 from .examples import tokenize_documents
+from .fingerprint import (PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
+                          resume_fingerprints, rounded, update_norm)
 from .loop import (PretrainingNet, TrainState, autocast_context, log_step, lr_factor, make_optimizer, new_history,
                    setup_processes, train_step)
 from .model import BertForPreTraining, MLMHead
@@ -56,7 +59,8 @@ from .modernbert import ModernBertConfig, ModernBertForMaskedLM
 from .objectives import MaskedLM, Objective
 from .pretraining import sinusoidal_table
 from .recipe import Recipe, parse_budget
-from .runs import RESULTS_DIR, RESULTS_FORMAT, Experiment, GridResult, flatten_metrics, read_results, score
+from .runs import (RESULTS_DIR, RESULTS_FORMAT, Experiment, GridResult, chosen_steps, flatten_metrics,
+                   heldout_slices, read_results, score)
 from .runtime import seed_everything
 from .spanbert import SpanBertForPreTraining, spanbert_objectives
 from .tokenization import default_tokenizer
@@ -150,10 +154,11 @@ def encoder_of(model: nn.Module) -> nn.Module:
 # ============================================================================================
 
 def train_with(model: nn.Module, objectives: list[Objective], batches: Callable[[int, float], dict], recipe: Recipe,
-               *, device=None) -> dict[str, list]:
+               *, device=None, stop_at_step: int | None = None) -> dict[str, list]:
     """loop.train's loop (its optimiser, schedule, step and history) with `objectives` given instead
     of built from recipe.objective. The history gains "{name}_loss" for every objective beyond MLM
-    (ELECTRA's "rtd_loss", SpanBERT's "sbo_loss"). One process; no resuming, no evaluation."""
+    (ELECTRA's "rtd_loss", SpanBERT's "sbo_loss"). One process; no resuming, no evaluation.
+    stop_at_step: stop there (the schedule still follows the whole budget), as loop.train."""
     recipe.validate()
     budget = parse_budget(recipe.budget)
     procs = setup_processes(device)
@@ -164,7 +169,7 @@ def train_with(model: nn.Module, objectives: list[Objective], batches: Callable[
     net = PretrainingNet(model, objectives)
     extra = [o.name for o in objectives if o.name != "mlm"]
     history.update({f"{name}_loss": [] for name in extra})
-    while budget.spent(state) < 1.0:
+    while budget.spent(state) < 1.0 and state.step != stop_at_step:
         started = time.perf_counter()
         lr = recipe.lr * lr_factor(recipe, budget.spent(state))
         for group in optimizer.param_groups:
@@ -325,9 +330,13 @@ def bert_checkpoint(encoder: nn.Module, tokenizer, recipe: Recipe, folder: Path,
     return save_checkpoint(folder / "encoder", model, tokenizer, recipe=recipe)
 
 
-def run_arm(study: Study, arm: str, seed: int, scale: str = "cpu", *, device=None) -> dict:
+def run_arm(study: Study, arm: str, seed: int, scale: str = "cpu", *, device=None,
+            prefix: Prefix | None = None) -> dict:
     """Train one arm with one seed (arm=UNTRAINED: the baseline's initial weights, untrained) and
-    score it: held-out MLM at the study's lengths, plus its span probe and downstream runs."""
+    score it: held-out MLM at the study's lengths, plus its span probe and downstream runs.
+    prefix: a fingerprint's run (`arm_fingerprint`): the first steps only, scored on a few
+    held-out articles, downstream runs cut short; the record also holds the losses of every step,
+    the parameter norm, the batches' hashes and the downstream runs' counts."""
     started = time.perf_counter()
     recipe = study.recipe(arm, scale, seed)
     family = study.family(arm)
@@ -339,31 +348,60 @@ def run_arm(study: Study, arm: str, seed: int, scale: str = "cpu", *, device=Non
     # logged run again by hand, counts first too.
     probe_batch = batches(0, 0.0)
     flops = step_flops(model, objectives, probe_batch)
+    initial = None if prefix is None else {k: v.detach().clone() for k, v in model.named_parameters()}
     history = {}
     if arm != UNTRAINED:
-        history = train_with(model, objectives, batches, recipe, device=device)
+        history = train_with(model, objectives, batches, recipe if prefix is None else prefix_recipe(recipe, prefix),
+                             device=device if prefix is None else "cpu",
+                             stop_at_step=None if prefix is None else prefix.steps)
     model.eval()
+    few = {} if prefix is None else heldout_slices(prefix)
     metrics = flatten_metrics(score(model, tokenizer, lengths=study.score_lengths,
-                                    unigram=unigram_token(train_data.tokens, tokenizer)))
+                                    unigram=unigram_token(train_data.tokens, tokenizer), **few))
     if study.span_probe:
-        tokens = {split: tokenize_documents(load_corpus(split), tokenizer) for split in ("validation", "test")}
+        tokens = {split: tokenize_documents(few.get(f"{split}_documents") or load_corpus(split), tokenizer)
+                  for split in ("validation", "test")}
         metrics.update(span_scores(model, tokenizer, tokens))
+    counts = None if prefix is None else {}
     if study.downstream:
         with tempfile.TemporaryDirectory() as folder:
             checkpoint = bert_checkpoint(encoder_of(model).cpu(), tokenizer, recipe, Path(folder), seed)
-            metrics.update(downstream_scores(checkpoint, seed, device=device))
+            metrics.update(downstream_scores(checkpoint, seed, device=device if prefix is None else "cpu",
+                                             prefix=prefix, counts=counts))
     curve = training_curve(history) if history else {}
     for name in (o.name for o in objectives if o.name != "mlm"):
         if history:
             curve[f"{name}_loss"] = training_curve({"step": history["step"], "mlm_loss": history[f"{name}_loss"]})[
                 "mlm_loss"]
-    return {"arm": arm, "seed": seed, "family": family, "recipe": recipe.to_dict(), "metrics": metrics, "curve": curve,
-            "steps": history["step"][-1] if history else 0, "train_seconds": history["seconds"][-1] if history else 0.0,
-            "step_flops": flops, "parameters": sum(p.numel() for p in model.parameters()),
-            "encoder_parameters": sum(p.numel() for p in encoder_of(model).parameters()),
-            "seconds": round(time.perf_counter() - started, 1),
-            "provenance": {"code_version": code_version(*STUDY_CODE), "torch": torch.__version__,
-                           "python": platform.python_version(), "threads": torch.get_num_threads()}}
+    record = {"arm": arm, "seed": seed, "family": family, "recipe": recipe.to_dict(), "metrics": metrics,
+              "curve": curve, "steps": history["step"][-1] if history else 0,
+              "train_seconds": history["seconds"][-1] if history else 0.0,
+              "step_flops": flops, "parameters": sum(p.numel() for p in model.parameters()),
+              "encoder_parameters": sum(p.numel() for p in encoder_of(model).parameters()),
+              "seconds": round(time.perf_counter() - started, 1),
+              "provenance": {"code_version": code_version(*STUDY_CODE), "torch": torch.__version__,
+                             "python": platform.python_version(), "threads": torch.get_num_threads()}}
+    if prefix is not None:
+        losses = {k: v for k, v in history.items() if k.endswith("loss") or k in ("lr", "mlm_accuracy")}
+        record.update(history=losses, parameter_norm=parameter_norm(model), update_norm=update_norm(model, initial),
+                      downstream_counts=counts,
+                      batches=batch_exact(batches, chosen_steps(prefix_recipe(recipe, prefix), batches, prefix.steps)))
+    return record
+
+
+@isolated
+def arm_fingerprint(study: Study, arm: str, seed: int, scale: str = "cpu", *, prefix: Prefix = PREFIX) -> dict:
+    """The fingerprint of a study's record (mini_bert.fingerprint): run_arm on the arm's prefix."""
+    record = run_arm(study, arm, seed, scale, prefix=prefix)
+    definition = {"family": record["family"], "recipe": record["recipe"], "untrained": arm == UNTRAINED,
+                  "score_lengths": list(study.score_lengths), "span_probe": study.span_probe,
+                  "downstream": DOWNSTREAM if study.downstream else None}
+    counts, losses = split_downstream_counts(record["downstream_counts"])
+    exact = {"steps": record["steps"], "step_flops": record["step_flops"], "parameters": record["parameters"],
+             "encoder_parameters": record["encoder_parameters"], **record["batches"], **counts}
+    close = {"metrics": record["metrics"], "history": record["history"], "parameter_norm": record["parameter_norm"],
+             "update_norm": record["update_norm"], "downstream_loss": losses}
+    return fingerprint(definition, exact, rounded(close), prefix)
 
 
 # ============================================================================================
@@ -401,18 +439,23 @@ def study_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
     header = {"format": RESULTS_FORMAT, "experiment": name, "scale": scale, "max_docs": None,
               "code_version": code_version(*STUDY_CODE), "command": study_command(name, seed_list, scale),
               "description": study.description, "baseline": study.baseline, "metrics": list(study.metrics)}
+    def fingerprint_of(arm: str, seed: int, prefix: Prefix) -> dict:
+        return arm_fingerprint(study, arm, seed, scale, prefix=prefix)
+
     records: list[dict] = []
+    log = None
     if path.exists():
         log = read_results(path)
-        if (log.get("experiment"), log.get("scale"), log.get("code_version")) != (name, scale, header["code_version"]):
-            raise ValueError(f"{path} holds runs of another study, scale or code version ({log.get('experiment')}, "
-                             f"{log.get('scale')}, {log.get('code_version')}); delete it or pass results= a new path "
-                             "(runs of different code are never mixed)")
+        if (log.get("experiment"), log.get("scale")) != (name, scale):
+            raise ValueError(f"{path} holds runs of another study or scale ({log.get('experiment')}, "
+                             f"{log.get('scale')}); delete it or pass results= a new path")
         records = log["runs"]
         header["command"] = study_command(name, sorted(set(seed_list) | {r["seed"] for r in records}), scale)
     done = {(r["arm"], r["seed"]) for r in records}
     todo = [(arm, seed) for seed in seed_list for arm in arm_names if (arm, seed) not in done]
     order = [*study.arms, UNTRAINED]
+    # Runs of other behaviour are never mixed: refused here, before anything trains.
+    header["fingerprints"] = resume_fingerprints(log, path, header["code_version"], todo, fingerprint_of)
 
     def finish(record: dict) -> None:
         records.append(json.loads(json.dumps(record)))
@@ -445,13 +488,13 @@ def study_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
 
 def load_study(name: str, scale: str = "cpu", *, results: str | Path | None = None) -> GridResult:
     """A study's log as a runs.GridResult (tables with paired differences, plot_grid); its
-    `code_version` is the study code's, so compare it with code_version(*STUDY_CODE)."""
+    `code_version` is the study code's (code_version(*STUDY_CODE)), which `.stale` compares."""
     study = get_study(name)
     path = Path(results) if results is not None else study_path(name, scale)
     if not path.is_file():
         raise FileNotFoundError(f"no study log {path}: run {study_command(name, range(3), scale)}")
     log = read_results(path)
-    return GridResult(study.experiment, log["scale"], log["runs"], path, log["code_version"])
+    return GridResult(study.experiment, log["scale"], log["runs"], path, log["code_version"], STUDY_CODE)
 
 
 def median_train_seconds(result: GridResult, arm: str) -> float:

@@ -27,7 +27,8 @@ from typing import Sequence
 import torch
 
 from .cache import PACKAGE, atomic_write_text, code_version
-from .finetuning import STRATEGIES, run_finetune, run_settings
+from .fingerprint import is_current, resume_fingerprints
+from .finetuning import STRATEGIES, finetune_fingerprint, run_finetune, run_settings
 from .runs import SCALES, PairedDifference, mean_std, paired_difference
 from .runtime import pick_device
 
@@ -245,13 +246,17 @@ def finetune_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cp
               "machine": {"python": platform.python_version(), "torch": torch.__version__, "device": str(dev),
                           "threads": torch.get_num_threads() if jobs == 1 else 1},
               "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    def fingerprint_of(arm: str, seed: int, prefix) -> dict:  # an arm the study no longer has: as it was logged
+        return finetune_fingerprint(settings[arm] if arm in settings else
+                                    next(r["settings"] for r in records if r["arm"] == arm), seed, prefix=prefix)
+
     records: list[dict] = []
+    log = None
     if path.exists():
         log = read_log(path)
-        if (log.get("study"), log.get("scale"), log.get("code_version")) != (name, scale, header["code_version"]):
-            raise ValueError(f"{path} holds runs of another study, scale or code version "
-                             f"({log.get('study')}, {log.get('scale')}, {log.get('code_version')}); delete it or "
-                             "pass results= a new path (runs of different code are never mixed)")
+        if (log.get("study"), log.get("scale")) != (name, scale):
+            raise ValueError(f"{path} holds runs of another study or scale ({log.get('study')}, {log.get('scale')}); "
+                             "delete it or pass results= a new path")
         records, header["started"] = log["runs"], log.get("started", header["started"])
         for r in records:  # an arm whose settings changed since its runs were logged would mix two things
             if r["arm"] in settings and r["settings"] != json.loads(json.dumps(settings[r["arm"]])):
@@ -260,12 +265,15 @@ def finetune_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cp
     done = {(r["arm"], r["seed"]) for r in records}
     todo = [(arm, seed) for seed in seed_list for arm in arm_names if (arm, seed) not in done]
     order = {arm: i for i, arm in enumerate(settings)}
+    # After the settings check (an arm whose settings changed is named as such): runs of other
+    # behaviour are never mixed, refused here before anything trains.
+    header["fingerprints"] = resume_fingerprints(log, path, header["code_version"], todo, fingerprint_of)
 
     def finish(record: dict) -> None:
         if record["code_version"] != header["code_version"]:
             raise RuntimeError(f"the fine-tuning code changed while the grid ran ({header['code_version']} at the "
-                               f"start, {record['code_version']} now); {path} keeps the runs before it: delete it "
-                               "and run the grid again once the code is settled")
+                               f"start, {record['code_version']} now); {path} keeps the runs before it: run the grid "
+                               "again once the code is settled (it resumes if the code still makes the same runs)")
         records.append(json.loads(json.dumps(record)))
         records.sort(key=lambda r: (r["seed"], order.get(r["arm"], len(order))))
         atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1))
@@ -329,7 +337,8 @@ class FinetuneGrid:
 
     @property
     def stale(self) -> bool:
-        return self.code_version != code_version(*FINETUNE_CODE)
+        """True unless the log is current (fingerprint.is_current), answered without training."""
+        return not is_current(self.path, self.code_version, code_version(*FINETUNE_CODE))
 
     def arms(self) -> list[str]:
         present = {r["arm"] for r in self.runs}

@@ -28,9 +28,12 @@ fine-tuning logs (mini_bert.finetune_runs.FINETUNE_CODE).
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import copy
 import math
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -40,9 +43,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .cache import code_version
+from .checkpoint import save_checkpoint
+from .fingerprint import PREFIX, Prefix, fingerprint, isolated, rounded
 from .loop import autocast_context, no_decay_ids
 from .model import IGNORE_INDEX, BertModel, init_weights
 from .recipe import AMP_MODES
+from .runs import PRETRAINED, heldout_slices, pretrained, run
 from .runtime import pick_device, seed_everything
 
 STRATEGIES = ("full", "frozen", "llrd", "gradual")
@@ -417,7 +424,6 @@ def load_encoder(init: str, *, seed: int = 0, progress: bool = False) -> tuple[B
 
         return load_minilm().model.train(), bert_base_uncased_tokenizer()
     if init in ("scratch", "tiny-wiki"):
-        from .runs import PRETRAINED, pretrained
         from .tokenization import default_tokenizer
 
         recipe = PRETRAINED["tiny-wiki"]
@@ -838,6 +844,54 @@ def run_settings(**settings) -> dict:
 def finetune_config(settings: dict, seed: int) -> FinetuneConfig:
     return FinetuneConfig(seed=seed, **{k: settings[k] for k in ("strategy", "lr", "epochs", "patience", "pooling",
                                                                    "max_length") if k in settings})
+
+
+def prefix_settings(settings: dict, prefix: Prefix = PREFIX) -> dict:
+    """A run's settings cut to a fingerprint's prefix: prefix.epochs epochs on at most
+    prefix.labels labelled examples of at most prefix.max_length tokens (sliding windows keep
+    theirs), scored on at most prefix.max_eval validation and test examples."""
+    settings = run_settings(**settings)
+    return {**settings, "epochs": prefix.epochs, "labels": min(settings["labels"] or prefix.labels, prefix.labels),
+            "max_eval": min(settings["max_eval"] or prefix.max_eval, prefix.max_eval),
+            "max_length": settings["max_length"] if settings["stride"] else min(settings["max_length"],
+                                                                                 prefix.max_length)}
+
+
+_PREFIX_ENCODERS: dict[tuple, str] = {}  # (init, prefix, code version) -> the prefix checkpoint of this process
+
+
+def prefix_init(init: str, prefix: Prefix = PREFIX) -> str:
+    """The encoder a fine-tuning prefix starts from: for the book's pretrained model, the model of
+    its run's own prefix (the fingerprint chains to the pretraining code); any other init as it is.
+    The prefix model is trained once per process and code version, into a temporary folder removed
+    at exit."""
+    if init != "tiny-wiki":
+        return init
+    key = (init, prefix, code_version())
+    if key not in _PREFIX_ENCODERS:
+        folder = tempfile.mkdtemp(prefix="mini_bert-prefix-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        trained = run(PRETRAINED[init], progress=False, device="cpu", cache=False, stop_at_step=prefix.steps,
+                      **heldout_slices(prefix))
+        _PREFIX_ENCODERS[key] = str(save_checkpoint(Path(folder) / init, trained.model, trained.tokenizer,
+                                                    recipe=trained.recipe))
+    return _PREFIX_ENCODERS[key]
+
+
+@isolated
+def finetune_fingerprint(settings: dict, seed: int, *, prefix: Prefix = PREFIX) -> dict:
+    """The fingerprint of a fine-tuning run (mini_bert.fingerprint): run_finetune itself on the
+    prefix settings, from the prefix of the book's pretrained model where the run starts from it.
+    exact: training examples, test targets, the chosen epoch; close: each epoch's training loss
+    and learning rate, and the validation and test scores of a few dozen examples."""
+    settings = run_settings(**settings)
+    small = prefix_settings(settings, prefix)
+    record = run_finetune({**small, "init": prefix_init(settings["init"], prefix)}, seed, device="cpu")
+    exact = {"train_examples": record["train_examples"], "test_targets": record["test_targets"],
+             "best_epoch": record["best_epoch"]}
+    close = {"metrics": record["metrics"], "train_loss": record["history"]["train_loss"],
+             "lr": record["history"].get("lr")}
+    return fingerprint({"settings": settings}, exact, rounded(close), prefix)
 
 
 def run_finetune(settings: dict, seed: int, *, device=None) -> dict:

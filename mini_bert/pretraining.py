@@ -37,6 +37,7 @@ class PretrainResult:
     # BERT's standard masking with the fixed evaluation seed, and the unigram baseline.
     evaluation: dict[str, float] = field(default_factory=dict)
     unigram_token: int | None = None  # the most frequent non-special training token (the baseline's guess)
+    batches: Any = None  # batches(step, spent): the global batch of every step (mini_bert.batches)
 
 
 def sinusoidal_table(positions: int, width: int) -> torch.Tensor:
@@ -111,4 +112,4 @@ def pretrain(recipe: Recipe = Recipe(), *, tokenizer=None, train_documents=None,
     evaluation = evaluate_mlm(model, eval_data, unigram_token=unigram)
     if out is not None and int(os.environ.get("RANK", "0")) == 0:
         ckpt.update_evaluation(out, evaluation)
-    return PretrainResult(model, tokenizer, history, recipe, evaluation, unigram)
+    return PretrainResult(model, tokenizer, history, recipe, evaluation, unigram, batches)

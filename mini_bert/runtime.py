@@ -1,6 +1,7 @@
 """Run helpers: which device to use, and seeding for reproducible runs."""
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 
@@ -43,3 +44,20 @@ def seed_everything(seed: int) -> torch.Generator:
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     return torch.Generator().manual_seed(seed)
+
+
+@contextlib.contextmanager
+def preserved_random_state():
+    """Run a block without changing the caller's random generators: Python's, NumPy's and torch's
+    (CPU and CUDA) states are put back after it, so that work done on the side (checking a cached
+    run's fingerprint in the middle of a notebook) changes no later random draw."""
+    states = (random.getstate(), np.random.get_state(), torch.get_rng_state(),
+              torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None)
+    try:
+        yield
+    finally:
+        random.setstate(states[0])
+        np.random.set_state(states[1])
+        torch.set_rng_state(states[2])
+        if states[3] is not None:
+            torch.cuda.set_rng_state_all(states[3])

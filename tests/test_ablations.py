@@ -75,7 +75,7 @@ def test_overlap_features_are_blind_to_order_and_signed_ones_are_not(tokenizer, 
 @pytest.fixture
 def small_probes(monkeypatch, tokenizer):
     """The probe pairs from a few articles of each split (the real ones read the whole corpus)."""
-    def batches(vocab_size, task):
+    def batches(vocab_size, task, pairs=None):
         return {"train": small_pairs(tokenizer, task, "train", 200), "validation": small_pairs(tokenizer, task,
                 "validation", 100), "test": small_pairs(tokenizer, task, "test", 100)}
     monkeypatch.setattr(ablations, "probe_batches", batches)
@@ -151,9 +151,10 @@ def tiny_experiment(monkeypatch, small_probes):
         "strategy": "full", "lr": 1e-3}})
     # Held-out MLM of the untrained control on a few articles (the real one reads both whole splits).
     score = runs.score
-    monkeypatch.setattr(ablations, "score", lambda model, tokenizer: score(
-        model, tokenizer, validation_documents=load_corpus("validation")[:10],
-        test_documents=load_corpus("test")[:10], train_documents=load_corpus("train")[:40]))
+    monkeypatch.setattr(ablations, "score", lambda model, tokenizer, **kw: score(
+        model, tokenizer, **{"validation_documents": load_corpus("validation")[:10],
+                             "test_documents": load_corpus("test")[:10], "train_documents": load_corpus("train")[:40],
+                             **kw}))
     return experiment
 
 
@@ -175,10 +176,13 @@ def test_score_grid_logs_every_run_and_control_resumes_and_merges(cache, tmp_pat
     # The untrained control is the seed's initial weights: below every trained arm on held-out MLM.
     assert untrained["test.mlm@32.accuracy"] < 0.05
 
+    real_score_run = ablations.score_run
     monkeypatch.setattr(ablations, "score_run", lambda *a, **k: pytest.fail("a logged run was scored again"))
     assert score_grid(tiny_experiment.name, [0], results=scores_log, progress=False)["runs"] == log["runs"]
+    assert sorted(json.loads(scores_log.read_text())["fingerprints"]) == ["mlm", "sop", UNTRAINED]
 
     merged = load_ablation(tiny_experiment.name, results=result.path, scores=scores_log)
+    assert not merged.stale  # both logs made by this very code
     table = merged.table("test.sop_probe.accuracy")
     assert list(table) == ["mlm", "sop", UNTRAINED] and table["sop"].difference is not None
     assert merged.table("test.mlm@32.accuracy")["sop"].values[0] == result.runs[1]["metrics"]["test.mlm@32.accuracy"]
@@ -195,15 +199,22 @@ def test_score_grid_logs_every_run_and_control_resumes_and_merges(cache, tmp_pat
     # Resuming with more seeds names them all in the command.
     assert ablations.scores_command("x", [0, 1], "cpu") == "python -m mini_bert ablation-scores x --seeds 2 --scale cpu"
 
-    # Scores of other models than the grid's are refused, naming both commands.
+    # Scores made by other code that scores the same (a refactor): resumed, each arm's prefix checked
+    # (only prefixes run: no logged run is scored again).
+    monkeypatch.setattr(ablations, "score_run", lambda *a, prefix=None, **k: real_score_run(*a, prefix=prefix, **k)
+                        if prefix is not None else pytest.fail("a logged run was scored again"))
     other = json.loads(scores_log.read_text())
-    other["run_code_version"] = "0123456789ab"
-    scores_log.write_text(json.dumps(other))
-    with pytest.raises(ValueError, match="code version 0123456789ab"):
-        load_ablation(tiny_experiment.name, results=result.path, scores=scores_log)
     other["code_version"] = "0123456789ab"
     scores_log.write_text(json.dumps(other))
-    with pytest.raises(ValueError, match="another experiment, scale or code version"):
+    # Not current until checked (a grid beside it does not make it so): .stale says so, cheaply.
+    assert load_ablation(tiny_experiment.name, results=result.path, scores=scores_log).stale
+    assert score_grid(tiny_experiment.name, [0], results=scores_log, progress=False)["runs"] == log["runs"]
+    other["fingerprints"]["sop"]["close"]["parameter_norm"] *= 1.01  # as if the code now trained it otherwise
+    scores_log.write_text(json.dumps(other))
+    with pytest.raises(ValueError, match=r"makes differently \(arm 'sop': close.parameter_norm"):
+        score_grid(tiny_experiment.name, [0], results=scores_log, progress=False)
+    scores_log.write_text(json.dumps({**other, "experiment": "other"}))
+    with pytest.raises(ValueError, match="another experiment or scale"):
         score_grid(tiny_experiment.name, [0], results=scores_log, progress=False)
     scores_log.write_text("{not json")
     with pytest.raises(ValueError, match="damaged"):

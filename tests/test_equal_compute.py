@@ -133,8 +133,10 @@ def test_bad_input_is_refused_before_anything_trains(tmp_path, capsys):
     assert "unknown study 'nope'" in capsys.readouterr().err
 
 
-def test_a_study_log_resumes_and_refuses_other_code(tmp_path, monkeypatch):
-    calls = []
+def test_a_study_log_resumes_and_refuses_other_behaviour(tmp_path, monkeypatch):
+    from mini_bert.fingerprint import fingerprint
+
+    calls, behaviour = [], {"loss": 1.0}
 
     def fake_run_arm(study, arm, seed, scale="cpu", *, device=None):
         calls.append((arm, seed))
@@ -142,7 +144,11 @@ def test_a_study_log_resumes_and_refuses_other_code(tmp_path, monkeypatch):
                 "metrics": {"test.mlm@32.accuracy": 0.1 * seed + (arm == "mlm")},
                 "provenance": {"code_version": code_version(*ec.STUDY_CODE)}}
 
+    def fake_fingerprint(study, arm, seed, scale="cpu", **kwargs):  # what the code does, on a prefix
+        return fingerprint({"arm": arm}, {"seed": seed}, {"loss": behaviour["loss"]})
+
     monkeypatch.setattr(ec, "run_arm", fake_run_arm)
+    monkeypatch.setattr(ec, "arm_fingerprint", fake_fingerprint)
     path = tmp_path / "log.json"
     ec.study_grid("electra-vs-mlm", 1, results=path, progress=False)
     result = ec.study_grid("electra-vs-mlm", 2, results=path, progress=False)
@@ -151,11 +157,18 @@ def test_a_study_log_resumes_and_refuses_other_code(tmp_path, monkeypatch):
     log = read_results(path)
     assert log["command"] == ec.study_command("electra-vs-mlm", [0, 1], "cpu")
     assert result.table("test.mlm@32.accuracy")["electra"].difference.mean == pytest.approx(-1.0)
-    log["code_version"] = "0123456789ab"  # a log of other code, runs and header alike
-    for record in log["runs"]:
-        record["provenance"]["code_version"] = "0123456789ab"
+    assert sorted(log["fingerprints"]) == sorted([*ec.ELECTRA_VS_MLM.arms, UNTRAINED])
+    log["code_version"] = "0123456789ab"  # a log of other code (a refactor that trains the same): resumed
     path.write_text(json.dumps(log))
-    with pytest.raises(ValueError, match="another study, scale or code version"):
+    trained = list(calls)
+    assert len(ec.study_grid("electra-vs-mlm", 2, results=path, progress=False).runs) == len(trained)
+    assert calls == trained  # nothing trained again
+    behaviour["loss"] = 1.01  # other code that trains otherwise: refused, naming the arm and the number
+    path.write_text(json.dumps(log))
+    with pytest.raises(ValueError, match=r"makes differently \(arm 'mlm': close.loss: logged 1.0, now 1.01"):
+        ec.study_grid("electra-vs-mlm", 3, results=path, progress=False)
+    path.write_text(json.dumps({**log, "experiment": "span-masking"}))
+    with pytest.raises(ValueError, match="another study or scale"):
         ec.study_grid("electra-vs-mlm", 3, results=path, progress=False)
 
 
@@ -163,7 +176,7 @@ def test_a_study_log_resumes_and_refuses_other_code(tmp_path, monkeypatch):
 def test_the_shipped_study_logs_are_complete_and_current(name):
     result = ec.load_study(name)
     study = ec.get_study(name)
-    assert result.code_version == code_version(*ec.STUDY_CODE), f"regenerate: {read_results(result.path)['command']}"
+    assert not result.stale, "check it: python -m mini_bert provenance (regenerate a log whose numbers moved)"
     assert sorted((r["arm"], r["seed"]) for r in result.runs) == sorted(
         (arm, seed) for arm in (*study.arms, UNTRAINED) for seed in range(3))
     assert read_results(result.path)["command"] == ec.study_command(name, range(3), "cpu")

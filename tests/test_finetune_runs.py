@@ -76,17 +76,25 @@ def test_a_grid_logs_every_run_resumes_and_summarises(quick_study, tmp_path, mon
     assert again.runs == result.runs == load_finetune_grid("quick-test", results=path).runs
 
 
-def test_a_log_is_never_mixed_with_other_settings_or_code(quick_study, tmp_path):
+def test_a_log_is_never_mixed_with_other_settings_or_behaviour(quick_study, tmp_path):
     path = tmp_path / "log.json"
     finetune_grid("quick-test", [0], arms=["frozen/lr=0.01"], results=path, device="cpu", progress=False)
     log = json.loads(path.read_text())
-    log["runs"][0]["settings"]["labels"] = 99
-    path.write_text(json.dumps(log))
+    changed = json.loads(json.dumps(log))
+    changed["runs"][0]["settings"]["labels"] = 99
+    path.write_text(json.dumps(changed))
     with pytest.raises(ValueError, match="holds runs of arm 'frozen/lr=0.01' with other settings"):
         finetune_grid("quick-test", [0], results=path, device="cpu", progress=False)
-    log["code_version"] = "0" * 12
+    log["code_version"] = "0" * 12  # other code that fine-tunes the same (a refactor): resumed
     path.write_text(json.dumps(log))
-    with pytest.raises(ValueError, match="holds runs of another study, scale or code version"):
+    assert len(finetune_grid("quick-test", [0], arms=["frozen/lr=0.01"], results=path, device="cpu",
+                             progress=False).runs) == 1
+    log["fingerprints"]["frozen/lr=0.01"]["close"]["train_loss"][0] *= 1.01  # as if it fine-tuned otherwise
+    path.write_text(json.dumps(log))
+    with pytest.raises(ValueError, match=r"makes differently \(arm 'frozen/lr=0.01': close.train_loss"):
+        finetune_grid("quick-test", [0], results=path, device="cpu", progress=False)
+    path.write_text(json.dumps({**log, "study": "other"}))
+    with pytest.raises(ValueError, match="holds runs of another study or scale"):
         finetune_grid("quick-test", [0], results=path, device="cpu", progress=False)
     path.write_text("{not json")
     with pytest.raises(ValueError, match="is damaged"):

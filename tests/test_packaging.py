@@ -14,8 +14,10 @@ def test_wheel_holds_mini_bert_and_nothing_else(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {n.split("/")[0] for n in names if not n.startswith("mini_bert-")}
     assert top_level == {"mini_bert"}, top_level  # not chapters/, tests/ or benchmarks/
-    for module in ("model.py", "config.py", "hf.py", "tokenization.py", "exercises/__init__.py", "recipe_search.json"):
-        assert f"mini_bert/{module}" in names
+    for module in ("model.py", "config.py", "hf.py", "tokenization.py", "exercises/__init__.py", "recipe_search.json",
+                   "results/verified.json", "pretrained/tiny-wiki/model.safetensors",
+                   "pretrained/tiny-wiki/manifest.json", "pretrained/tiny-wiki/run.json"):
+        assert f"mini_bert/{module}" in names  # the shipped logs' check record and the book's model travel too
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))).decode()
     requires = [line for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     torch = [r for r in requires if r.split()[1].startswith("torch")]

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from mini_bert import cache as mb_cache, runs
+from mini_bert import fingerprint as fpm
 from mini_bert.__main__ import build_parser, main
 from mini_bert.data import load_corpus
 from mini_bert.runs import (
@@ -28,7 +29,7 @@ from mini_bert.runs import (
     student_t_quantile,
 )
 
-from conftest import SMALL_VOCAB
+from conftest import SMALL_VOCAB, count_full_trainings
 from mini_bert.recipe import Recipe
 
 # The smoke experiment's CPU recipe, with even fewer steps: every training here takes a second.
@@ -55,6 +56,8 @@ class Counter:
         monkeypatch.setattr(runs, "run", self)
 
     def __call__(self, recipe, seed=None, **kwargs):
+        if kwargs.get("stop_at_step") is not None:  # a fingerprint's prefix, not one of the grid's runs
+            return self.real(recipe, seed, **kwargs)
         if self.fail_after is not None and len(self.calls) == self.fail_after:
             raise KeyboardInterrupt("killed")  # as if the grid were stopped here
         self.calls.append((recipe.mask_ratio, seed))
@@ -62,7 +65,15 @@ class Counter:
 
 
 def no_training(monkeypatch):
-    monkeypatch.setattr(runs, "pretrain", lambda *a, **k: pytest.fail("trained instead of loading from the cache"))
+    """Fail on any training but a fingerprint's prefix (a few steps, never cached)."""
+    real = runs.pretrain
+
+    def pretrain(*args, **kwargs):
+        if kwargs.get("stop_at_step") is None:
+            pytest.fail("trained instead of loading from the cache")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runs, "pretrain", pretrain)
 
 
 def quick_grid(path, seeds=2, **kwargs):
@@ -222,7 +233,7 @@ def test_a_fresh_run_scores_each_split_and_length_once(cache, docs, monkeypatch)
     assert runs.score(result.model, result.tokenizer, **docs) == result.evaluation
 
 
-def test_another_recipe_seed_code_or_documents_is_another_cache_entry(docs, monkeypatch):
+def test_another_recipe_seed_or_documents_is_another_cache_entry_other_code_is_not(docs, monkeypatch):
     key = run_key(TINY, **docs)
     assert run_key(TINY, **docs) == key
     assert run_key(TINY.replace(seed=1), **docs) != key
@@ -231,18 +242,55 @@ def test_another_recipe_seed_code_or_documents_is_another_cache_entry(docs, monk
     fewer = dict(docs, train_documents=docs["train_documents"][:-1])
     assert run_key(TINY, **fewer) != key
     monkeypatch.setattr(runs, "code_version", lambda: "0123456789ab")
-    assert run_key(TINY, **docs) != key
+    assert run_key(TINY, **docs) == key  # not the source's hash: an entry is checked by its fingerprint
 
 
-def test_changed_code_trains_again(cache, docs, monkeypatch):
-    calls = []
-    real = runs.pretrain
-    monkeypatch.setattr(runs, "pretrain", lambda *a, **k: calls.append(1) or real(*a, **k))
+def test_a_fingerprint_is_the_start_of_the_full_run(docs):
+    """The prefix a fingerprint trains is the full run's own first steps: the same batches, learning
+    rates and losses, bit for bit on one machine (the schedule follows the whole budget)."""
+    recipe = TINY.replace(budget="12")
+    full = quick(recipe, cache=False, **docs)
+    state = torch.get_rng_state()
+    with torch.no_grad():  # as when a notebook loads a cached run inside no_grad: it still trains its prefix
+        fp = runs.run_fingerprint(recipe, 0, **docs)
+    assert torch.equal(torch.get_rng_state(), state)  # and draws nothing from the caller's generators
+    steps = fpm.PREFIX.steps
+    assert fp["exact"]["steps"] == steps and fp["exact"]["planned_steps"] == 12
+    for key in ("lr", "loss", "mlm_loss", "mlm_accuracy"):
+        assert fp["close"][key] == fpm.rounded(full.history[key][:steps]), key
+    assert fp["exact"]["tokens"] == full.history["tokens"][steps - 1]
+    assert fp["exact"]["batch@last"] == fpm.batch_exact(full.batches, {"last": (11, 11 / 12)})["batch@last"]
+    assert fp["definition"]["recipe"] == runs._plain(recipe.replace(seed=0).to_dict())
+
+
+def test_changed_source_that_trains_the_same_keeps_the_cache_entry(cache, docs, monkeypatch):
+    calls = count_full_trainings(monkeypatch)
+    first = quick(**docs)
+    saved = json.loads((first.path / runs.RUN_FILE).read_text())
+    assert saved["verified_code"] == [code_version()] and saved["fingerprint"]["exact"]["steps"] == 5
+    monkeypatch.setattr(runs, "code_version", lambda: "0123456789ab")  # as after a refactor
+    again = quick(**docs)
+    assert again.from_cache and len(calls) == 1  # its fingerprint was checked, and passed
+    assert json.loads((first.path / runs.RUN_FILE).read_text())["verified_code"][-1] == "0123456789ab"
+
+
+def test_changed_behaviour_trains_again(cache, docs, monkeypatch, capsys):
+    """A cross-entropy scaled by 1.01 (no source file changed): the entry's fingerprint no longer
+    matches once the code version moves, and the run is trained again, saying why."""
+    import types
+
+    from mini_bert import objectives
+
+    calls = count_full_trainings(monkeypatch)
     quick(**docs)
-    assert quick(**docs).from_cache and len(calls) == 1
+    real = objectives.F
+    monkeypatch.setattr(objectives, "F", types.SimpleNamespace(
+        cross_entropy=lambda *a, **k: 1.01 * real.cross_entropy(*a, **k)))
+    assert quick(**docs).from_cache  # the same code version: trusted without a check
     monkeypatch.setattr(runs, "code_version", lambda: "0123456789ab")
     again = quick(**docs)
-    assert not again.from_cache and len(calls) == 2 and again.provenance["code_version"] == "0123456789ab"
+    assert not again.from_cache and len(calls) == 2
+    assert "the current code trains it differently: close.heldout.test.mlm@128.loss: logged" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("damage", ["truncated weights", "manifest without files", "no manifest", "a file"])
@@ -339,22 +387,21 @@ def test_a_logged_run_reproduces_without_the_cache(cache, tmp_path, monkeypatch)
         assert again.metrics[name] == pytest.approx(value, abs=1e-6), name
 
 
-def test_a_grid_stops_when_the_code_changes_under_it(cache, tmp_path, monkeypatch):
+def test_a_grid_logs_a_fingerprint_of_every_arm_before_its_first_run(cache, tmp_path, monkeypatch):
     path = tmp_path / "smoke.json"
-    real = runs.run
-
-    def run_then_edit_the_code(*args, **kwargs):
-        result = real(*args, **kwargs)
-        monkeypatch.setattr(runs, "code_version", lambda: "0123456789ab")  # as if a file were edited now
-        return result
-
-    monkeypatch.setattr(runs, "run", run_then_edit_the_code)
-    with pytest.raises(RuntimeError, match=r"code changed while the grid ran: code_version [0-9a-f]{12} at the start, "
-                                           r"0123456789ab for run 'mask-25' seed 0; .*delete it and run the grid again"):
-        quick_grid(path, seeds=1)
-    log = runs.read_results(path)  # one code version, the first run only
+    counter = Counter(monkeypatch, fail_after=0)
+    with pytest.raises(KeyboardInterrupt):
+        quick_grid(path, seeds=2)
+    assert not path.exists()  # nothing ran: nothing logged
+    counter.fail_after = 1
+    with pytest.raises(KeyboardInterrupt):
+        quick_grid(path, seeds=2)
+    log = runs.read_results(path)
     assert [(r["arm"], r["seed"]) for r in log["runs"]] == [("mask-15", 0)]
-    assert log["runs"][0]["provenance"]["code_version"] == log["code_version"] != "0123456789ab"
+    assert sorted(log["fingerprints"]) == ["mask-15", "mask-25"]  # the arm to come too
+    fp = log["fingerprints"]["mask-25"]
+    assert fp["seed"] == 0 and fp["definition"]["recipe"]["mask_ratio"] == 0.25
+    assert fp["definition"]["train_documents"] == runs.documents_sha256(grid_documents(MAX_DOCS)["train_documents"])
 
 
 def test_grid_in_worker_processes(cache, tmp_path, monkeypatch):
@@ -369,17 +416,23 @@ def test_grid_in_worker_processes(cache, tmp_path, monkeypatch):
     assert quick_grid(tmp_path / "again.json", seeds=1, arms=["mask-15"]).runs[0]["from_cache"]
 
 
-def test_a_log_of_other_code_experiment_or_scale_is_refused(cache, tmp_path, monkeypatch):
+def test_a_log_of_other_behaviour_experiment_or_scale_is_refused(cache, tmp_path, monkeypatch):
     path = tmp_path / "smoke.json"
     quick_grid(path, seeds=1, arms=["mask-15"])
     counter = Counter(monkeypatch)
     saved = path.read_text()
 
-    with monkeypatch.context() as patch:
+    with monkeypatch.context() as patch:  # other code that trains otherwise: refused
+        import types
+
+        from mini_bert import objectives
+
+        real = objectives.F
+        patch.setattr(objectives, "F", types.SimpleNamespace(
+            cross_entropy=lambda *a, **k: 1.01 * real.cross_entropy(*a, **k)))
         patch.setattr(runs, "code_version", lambda: "0123456789ab")
-        with pytest.raises(ValueError, match=r"code_version .*must be trained again with this code: runs of "
-                                             r"different code are never mixed\); delete .*smoke\.json or pass "
-                                             r"results= a new path"):
+        with pytest.raises(ValueError, match=r"smoke\.json holds runs that the current code makes differently \(arm "
+                                             r"'mask-15': close\.heldout\.test\.mlm@128\.loss: .*never mixed: delete it or pass results= a new"):
             quick_grid(path, seeds=1)
     other = Experiment("other", "another ablation", {"a": {}, "b": {"lr": 1e-3}}, "a", {"cpu": TINY})
     monkeypatch.setitem(EXPERIMENTS, "other", other)
@@ -395,16 +448,13 @@ def test_a_log_of_other_code_experiment_or_scale_is_refused(cache, tmp_path, mon
     path.write_text("[1, 2]")
     with pytest.raises(ValueError, match=r"not a grid results file"):
         quick_grid(path, seeds=1)
-    # One run of other code slipped in (a hand-merged log): refused, never tabled with the others.
-    log = json.loads(saved)
-    log["runs"].append({**log["runs"][0], "seed": 1, "provenance": {**log["runs"][0]["provenance"],
-                                                                    "code_version": "0123456789ab"}})
-    path.write_text(json.dumps(log))
-    with pytest.raises(ValueError, match=r"mixes runs of code versions .*0123456789ab.*delete .*smoke\.json"):
-        quick_grid(path, seeds=2)
-    with pytest.raises(ValueError, match=r"mixes runs of code versions"):
-        runs.load_grid("smoke", results=path)
     assert counter.calls == []  # refused before anything trained
+    # Other code that trains the same (a refactor): the log resumes, and says which code added the run.
+    path.write_text(saved)
+    monkeypatch.setattr(runs, "code_version", lambda: "0123456789ab")
+    resumed = runs.read_results(quick_grid(path, seeds=1).path)
+    assert [(r["arm"], r["provenance"]["code_version"]) for r in resumed["runs"]] == [
+        ("mask-15", json.loads(saved)["code_version"]), ("mask-25", "0123456789ab")]
 
 
 SHORT_POSITIONS = TINY.replace(model={**runs.SMOKE_MODEL, "max_position_embeddings": 64})
@@ -477,13 +527,14 @@ def test_a_missing_results_file_says_how_to_make_it(tmp_path):
 def test_a_log_of_other_code_loads_as_stale_but_is_never_resumed(tmp_path, monkeypatch):
     Counter(monkeypatch, fail_after=0)
     path = tmp_path / "smoke.json"
-    record = {"arm": "mask-15", "seed": 0, "recipe": {}, "metrics": {"validation.mlm@32.accuracy": 0.1},
+    recipe = runs._plain(arm_recipe(EXPERIMENTS["smoke"], "mask-15", "cpu").replace(seed=0).to_dict())
+    record = {"arm": "mask-15", "seed": 0, "recipe": recipe, "metrics": {"validation.mlm@32.accuracy": 0.1},
               "provenance": {"code_version": "0123456789ab"}}
     path.write_text(json.dumps(grid_log([record], code_version="0123456789ab")))
     loaded = runs.load_grid("smoke", results=path)  # a chapter may still show it, marked stale
     assert loaded.stale and loaded.code_version == "0123456789ab"
-    with pytest.raises(ValueError, match=r"code_version '0123456789ab', not '[0-9a-f]{12}' \(they must be trained "
-                                         r"again with this code"):
+    with pytest.raises(ValueError, match=r"holds runs of code version 0123456789ab \(now [0-9a-f]{12}\) without "
+                                         r"fingerprints of arm\(s\) \['mask-15'\].*delete it"):
         quick_grid(path, seeds=1)
 
 

@@ -33,7 +33,7 @@ def choose_arms(result: GridResult, arms: Sequence[str], baseline: str) -> GridR
     experiment = dataclasses.replace(result.experiment, baseline=baseline,
                                      arms={a: result.experiment.arms.get(a, {}) for a in arms})
     runs = [r for r in result.runs if r["arm"] in arms]
-    return GridResult(experiment, result.scale, runs, result.path, result.code_version)
+    return dataclasses.replace(result, experiment=experiment, runs=runs)
 
 
 def comparison_html(result: GridResult, metric: str) -> str:

@@ -1,0 +1,194 @@
+"""Provenance by behaviour: a shipped log is current when today's code reproduces its fingerprints.
+
+Every shipped log (mini_bert/results/*.json) carries, for each of its arms, a fingerprint
+(mini_bert.fingerprint) made by the same code path as the arm's full runs, on a short prefix:
+pretraining grids by `runs.run_fingerprint`, ablation scores by `ablations.score_fingerprint`
+(chained: scored on the upstream run's own prefix model), fine-tuning studies by
+`finetuning.finetune_fingerprint` (chained to the book's pretrained model's prefix), chapter 15's
+studies by `equal_compute.arm_fingerprint`. The definition of each arm is taken from the code as
+it is now, so an edited arm recipe shows as a changed definition.
+
+- `check_log(path)` / `check_logs()`: every number that moved, named with its log, arm, old and
+  new value; `python -m mini_bert provenance` runs it over every shipped log (two worker
+  processes, a few minutes on two cores).
+- `backfill(path)`: compute and store the fingerprints of a log's arms with today's code (no run
+  is trained again).
+- `record_verified()`: after a passing check, remember which code version it passed under
+  (results/verified.json), so that a chapter's `.stale` is answered without training anything.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import multiprocessing
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from . import ablations, equal_compute, finetune_runs, roberta, sharing  # noqa: F401  (registers experiments)
+from .cache import atomic_write_text, sha256_file
+from .fingerprint import PREFIX, VERIFIED, Prefix, compare, fingerprinted_arms, verification_version
+from .finetuning import finetune_fingerprint
+from .runs import RESULTS_DIR, arm_recipe, get_experiment, grid_documents, run_fingerprint
+
+GRID, SCORES, FINETUNE, STUDY = "grid", "scores", "finetune", "study"
+
+
+def log_kind(log: dict) -> str:
+    """Which code made a log: a pretraining grid, ablation scores, a fine-tuning study or a study of
+    chapter 15 (a grid log whose experiment is one of equal_compute's studies)."""
+    fmt = log.get("format")
+    if fmt == ablations.SCORES_FORMAT:
+        return SCORES
+    if fmt == finetune_runs.RESULTS_FORMAT:
+        return FINETUNE
+    if fmt == equal_compute.RESULTS_FORMAT:
+        return STUDY if log.get("experiment") in equal_compute.STUDIES else GRID
+    raise ValueError(f"unknown log format {fmt!r}")
+
+
+def read_log(path: str | Path) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def arm_fingerprint(kind: str, name: str, scale: str, arm: str, seed: int, max_docs: int | None = None,
+                    prefix: Prefix = PREFIX) -> dict:
+    """The fingerprint of one arm of a log, computed by the current code from the arm's definition
+    in the code as it is now (the experiment's recipe, the study's settings)."""
+    if kind == GRID:
+        recipe = arm_recipe(get_experiment(name), arm, scale)
+        found = run_fingerprint(recipe, seed, prefix=prefix, **grid_documents(max_docs))
+    elif kind == SCORES:
+        found = ablations.score_fingerprint(get_experiment(name), arm, seed, scale, prefix=prefix)
+    elif kind == FINETUNE:
+        settings = finetune_runs.get_study(name).arm_settings(scale)
+        if arm not in settings:
+            raise ValueError(f"study {name!r} has no arm {arm!r} any more (its arms: {', '.join(settings)})")
+        found = finetune_fingerprint(settings[arm], seed, prefix=prefix)
+    elif kind == STUDY:
+        found = equal_compute.arm_fingerprint(equal_compute.get_study(name), arm, seed, scale, prefix=prefix)
+    else:
+        raise ValueError(f"unknown log kind {kind!r}")
+    return {"seed": seed, **found}
+
+
+def _task(path: str, arm: str, seed: int, prefix: dict) -> tuple[str, str, dict | str, float]:
+    """One arm of one log, in a worker: (path, arm, fingerprint or the error's text, seconds)."""
+    started = time.perf_counter()
+    log = read_log(path)
+    name = log.get("experiment") or log.get("study")
+    try:
+        found = arm_fingerprint(log_kind(log), name, log["scale"], arm, seed, log.get("max_docs"), Prefix(**prefix))
+    except Exception as err:  # an arm the code no longer defines, a settings error: reported, not raised
+        found = f"{type(err).__name__}: {err}"
+    return path, arm, found, time.perf_counter() - started
+
+
+def _init_worker(threads: int) -> None:
+    torch.set_num_threads(threads)
+
+
+def fingerprint_logs(paths: Sequence[str | Path], jobs: int = 2, progress: bool = True, threads: int = 1,
+                     fresh: bool = False) -> dict:
+    """{"fingerprints": {path: {arm: fingerprint or error text}}, "seconds": {path: seconds}} for
+    every arm of the logs, computed in `jobs` worker processes of `threads` torch threads each
+    (jobs=1: in this process); with the seed and prefix each arm was fingerprinted with, or
+    (fresh=True, a backfill) with its smallest seed and the default prefix."""
+    tasks = [(str(p), arm, *((seed, PREFIX.__dict__) if fresh else logged_seed_and_prefix(read_log(p), arm, seed)))
+             for p in paths for arm, seed in fingerprinted_arms(read_log(p)["runs"]).items()]
+    found: dict = {str(p): {} for p in paths}
+    seconds: dict = {str(p): 0.0 for p in paths}
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(tasks), desc="fingerprints", unit="arm", disable=not progress)
+    before = torch.get_num_threads()
+    if jobs == 1:
+        torch.set_num_threads(threads)
+        results = (_task(*t) for t in tasks)
+        pool = None
+    else:
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+                                   initializer=_init_worker, initargs=(threads,))
+        results = pool.map(_task, *zip(*tasks)) if tasks else iter(())
+    try:
+        for path, arm, fp, spent in results:
+            found[path][arm] = fp
+            seconds[path] += spent
+            bar.update(1)
+    finally:
+        bar.close()
+        torch.set_num_threads(before)
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return {"fingerprints": found, "seconds": seconds}
+
+
+def logged_seed_and_prefix(log: dict, arm: str, seed: int) -> tuple[int, dict]:
+    """The seed and prefix an arm's fingerprint is (re)computed with: the logged fingerprint's own,
+    so that a log stays checkable after Prefix's defaults change; for an arm without one, `seed`
+    (its smallest logged seed) and the current default."""
+    logged = (log.get("fingerprints") or {}).get(arm) or {}
+    return logged.get("seed", seed), logged.get("prefix", PREFIX.__dict__)
+
+
+def problems_of(path: str | Path, now: dict) -> list[str]:
+    """What moved in the log at `path`, given the current code's fingerprints `now` ({arm: ...})."""
+    log = read_log(path)
+    logged = log.get("fingerprints") or {}
+    name = Path(path).name
+    problems = []
+    for arm, seed in fingerprinted_arms(log["runs"]).items():
+        if arm not in logged:
+            problems.append(f"{name}, arm {arm!r}: no fingerprint logged (backfill it: python -m mini_bert "
+                            f"provenance --backfill {Path(path).absolute()})")
+        elif isinstance(now.get(arm), str):
+            problems.append(f"{name}, arm {arm!r}: the current code cannot make it: {now[arm]}")
+        else:
+            problems += [f"{name}, arm {arm!r} (seed {logged[arm].get('seed', seed)}): {p}"
+                         for p in compare(logged[arm], now[arm])]
+    return problems
+
+
+def shipped_logs() -> list[Path]:
+    """Every shipped log, largest first (so that two workers finish together)."""
+    return sorted((p for p in RESULTS_DIR.glob("*.json") if p != VERIFIED), key=lambda p: -len(read_log(p)["runs"]))
+
+
+def check_logs(paths: Sequence[str | Path] | None = None, jobs: int = 2, progress: bool = True,
+               threads: int = 1) -> dict:
+    """Check logs (default: every shipped one): {"problems": [...], "seconds": {...}, "wall": s,
+    "fingerprints": {...}}."""
+    paths = shipped_logs() if paths is None else [Path(p) for p in paths]
+    started = time.perf_counter()
+    result = fingerprint_logs(paths, jobs, progress, threads)
+    problems = [p for path in paths for p in problems_of(path, result["fingerprints"][str(path)])]
+    return {"problems": problems, "seconds": result["seconds"], "wall": time.perf_counter() - started,
+            "fingerprints": result["fingerprints"]}
+
+
+def backfill(paths: Sequence[str | Path], jobs: int = 2, progress: bool = True) -> None:
+    """Store the current code's fingerprint of every arm in each log (rewritten atomically). For a
+    log whose runs the current code still makes; nothing is trained beyond the prefixes."""
+    result = fingerprint_logs(paths, jobs, progress, fresh=True)
+    for path in paths:
+        found = result["fingerprints"][str(path)]
+        errors = {arm: fp for arm, fp in found.items() if isinstance(fp, str)}
+        if errors:
+            raise ValueError(f"cannot fingerprint {path}: {errors}")
+        log = read_log(path)
+        log["fingerprints"] = found
+        atomic_write_text(path, json.dumps(log, indent=1))
+
+
+def record_verified(paths: Sequence[str | Path] | None = None, seconds: float | None = None) -> None:
+    """Write results/verified.json: the code version the shipped logs' fingerprints were just
+    checked under, and each log's SHA-256 (a log edited since is not covered)."""
+    paths = shipped_logs() if paths is None else [Path(p) for p in paths]
+    record = {"code_version": verification_version(), "torch": torch.__version__,
+              "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "check_seconds": None if seconds is None else round(seconds, 1),
+              "logs": {Path(p).name: sha256_file(Path(p)) for p in sorted(paths)}}
+    atomic_write_text(VERIFIED, json.dumps(record, indent=1) + "\n")
