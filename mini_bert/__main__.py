@@ -38,6 +38,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (where 0 means "none", as --long-seq-len 0: one phase)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+    return value
+
+
 def device_name(text: str) -> str:
     """argparse type: a device torch knows (cpu, cuda, cuda:1, mps) that this machine has."""
     from .runtime import pick_device
@@ -94,6 +105,9 @@ def cmd_pretrain(args) -> int:
     if main:
         print(f"recipe: {json.dumps(recipe.to_dict())}", flush=True)
         print(f"data: {len(train_docs)} training and {len(eval_docs)} validation articles", flush=True)
+        if args.out is None:  # said before the work, not after it
+            print("note: no --out, so the trained model is not saved (pass --out FOLDER to keep it)", file=sys.stderr,
+                  flush=True)
     result = pretrain(recipe, train_documents=train_docs, eval_documents=eval_docs, out=args.out, resume=args.resume,
                       device=args.device, eval_every=args.eval_every, progress=not args.no_progress,
                       checkpoint_every=args.checkpoint_every, overwrite=args.overwrite)
@@ -284,7 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=positive_int, help="sequences per optimiser step (global, over all processes)")
     p.add_argument("--grad-accum", type=positive_int, help="micro-batches per step")
     p.add_argument("--seq-len", type=positive_int, help="tokens per example")
-    p.add_argument("--long-seq-len", type=positive_int, help="a second phase on examples this long (e.g. 128; default: one phase)")
+    p.add_argument("--long-seq-len", type=non_negative_int, help="a second phase on examples this long; 0: one phase "
+                   "(default: 128 when --seq-len is shorter, the book's two phases)")
     p.add_argument("--long-fraction", type=float, help="share of the budget the long phase takes (default 0.1)")
     p.add_argument("--lr", type=float, help="peak learning rate")
     p.add_argument("--schedule", choices=("linear", "cosine", "constant"))

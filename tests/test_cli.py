@@ -92,10 +92,34 @@ def test_flags_left_out_keep_the_default_recipe():
     assert sop.model["initializer_range"] == Recipe().model["initializer_range"]  # the override keeps the rest
 
 
+def test_one_phase_from_the_command_line_and_its_help_says_the_default():
+    from mini_bert.__main__ import _recipe_from_args, build_parser
+
+    one = _recipe_from_args(build_parser().parse_args(["pretrain", "--long-seq-len", "0"]))
+    assert one.long_seq_len == 0 and len(one.phases()) == 1
+    assert len(_recipe_from_args(build_parser().parse_args(["pretrain"])).phases()) == 2  # the book's default
+    text = " ".join(build_parser()._subparsers._group_actions[0].choices["pretrain"].format_help().split())
+    assert "0: one phase (default: 128 when --seq-len is shorter, the book's two phases)" in text
+
+
+def test_pretrain_without_out_says_before_training_that_nothing_is_saved(monkeypatch, capsys):
+    from mini_bert import pretraining
+    from mini_bert.__main__ import main
+
+    def stop(*args, **kwargs):
+        assert "no --out, so the trained model is not saved" in capsys.readouterr().err  # already said
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr(pretraining, "pretrain", stop)
+    assert main(["pretrain", "--budget", "2", "--max-docs", "16"]) == 2
+    assert "stopped before training" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, message", [
     (["pretrain", "--max-docs", "0"], "--max-docs: expected a whole number >= 1, got 0"),  # 0 meant "all"
     (["pretrain", "--max-docs", "-5"], "--max-docs: expected a whole number >= 1, got -5"),
     (["pretrain", "--threads", "-1"], "--threads: expected a whole number >= 1, got -1"),
+    (["pretrain", "--long-seq-len", "-1"], "--long-seq-len: expected a whole number >= 0, got -1"),
     (["pretrain", "--batch-size", "two"], "--batch-size: expected a whole number >= 1, got 'two'"),
     (["pretrain", "--whole-word", "--span"], "argument --span: not allowed with argument --whole-word"),
     (["pretrain", "--device", "gpu"], "unknown device 'gpu': use cpu, cuda, cuda:N or mps"),
