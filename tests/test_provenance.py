@@ -172,6 +172,15 @@ def test_the_fingerprints_hold_on_the_plain_cpu_kernels():
     assert out["problems"] == []
 
 
+def test_the_shipped_book_model_is_what_the_current_code_trains():
+    """mini_bert/pretrained/tiny-wiki's fingerprint, recomputed with its own prefix, passes: else a
+    fresh runtime would install the shipped copy, find it stale and train for minutes."""
+    saved = json.loads((runs.shipped_pretrained_path("tiny-wiki") / runs.RUN_FILE).read_text())
+    logged = saved["fingerprint"]
+    assert compare(logged, runs.run_fingerprint(runs.PRETRAINED["tiny-wiki"], prefix=fpm.Prefix(**logged["prefix"]))) \
+        == []
+
+
 # ------------------------------------------------------------------ resuming a log after a refactor
 
 def test_a_log_of_other_code_resumes_only_when_its_fingerprints_pass(tmp_path):
