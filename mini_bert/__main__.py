@@ -27,26 +27,25 @@ import os
 import sys
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (0 or -5 would silently mean "all" or something odd)."""
+def whole_number(text: str, minimum: int) -> int:
+    """`text` as an integer >= minimum, else argparse's error naming the bound and the value."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (0 or -5 would silently mean "all" or something odd)."""
+    return whole_number(text, 1)
 
 
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0 (where 0 means "none", as --long-seq-len 0: one phase)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
-    return value
+    return whole_number(text, 0)
 
 
 def device_name(text: str) -> str:
