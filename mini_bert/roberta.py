@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 
 from .recipe import Recipe
+from .ablations import DOWNSTREAM_1000
 from .runs import Experiment, lr_sweep, register
 
 # ============================================================================================
@@ -124,6 +125,7 @@ ROBERTA_MASKING_3300 = register(Experiment(
                 "one and two static masks per example, each arm at its learning rate chosen on validation",
     arms={"dynamic": {}, "static-1": {"static_masking": True, "static_copies": 1},
           "static-2": {"static_masking": True, "static_copies": 2}},
+    downstream=DOWNSTREAM_1000,
     baseline="dynamic",
     base={"cpu": Recipe(), "gpu": ROBERTA_MASKING.base["gpu"]},
 ))
@@ -145,6 +147,7 @@ ROBERTA_FORMATS_3300 = register(Experiment(
           "segment-pair": {"format": "segment_pair", "batch_size": FORMAT_BATCHES["segment_pair"]},
           "full-sentences": {"format": "full_sentences", "batch_size": FORMAT_BATCHES["full_sentences"]},
           "doc-sentences": {"format": "doc_sentences", "batch_size": FORMAT_BATCHES["doc_sentences"]}},
+    downstream=DOWNSTREAM_1000,
     baseline="segment-pair-nsp",
     base={"cpu": Recipe(seq_len=128, long_seq_len=0), "gpu": ROBERTA_FORMATS.base["gpu"]},
 ))
@@ -159,6 +162,7 @@ ROBERTA_BATCHES_3300 = register(Experiment(
     description="RoBERTa's Table 3 at chapter 8's tokens: 16, 64, 256 and 1,024 sequences a step for the same "
                 "6.8M tokens, each batch size at its learning rate chosen on validation",
     arms={f"b{b}": {"batch_size": b, "lr": scaled_lr(b)} for b in BATCHES},
+    downstream=DOWNSTREAM_1000,
     baseline=f"b{BASE_BATCH}",
     base={"cpu": Recipe(budget=BATCH_TOKENS_3300), "gpu": ROBERTA_BATCHES.base["gpu"]},
 ))

@@ -576,6 +576,9 @@ class Experiment:
     baseline: str
     base: dict[str, Recipe]
     metrics: tuple[str, ...] = DEFAULT_METRICS
+    # The fine-tuning runs its scores log makes from every run (a mini_bert.ablations.Downstream);
+    # None: ablations.DOWNSTREAM, chapter 10's 300-label runs (the 600-step grids).
+    downstream: Any = None
 
     def __post_init__(self):
         if not self.arms:
@@ -792,6 +795,41 @@ def paired_difference(arm: dict[int, float], baseline: dict[int, float], level: 
     low, high = mean - half, mean + half
     return PairedDifference(seeds, n, mean, low, high, bool(low > 0 or high < 0))
 
+
+DIFFERENT, EQUIVALENT, INCONCLUSIVE = "different", "equivalent", "inconclusive"
+
+
+@dataclass
+class Verdict:
+    """A paired difference read by the rule of mini_bert/results/plan-3300.md, fixed before the
+    runs: "different" when its 95% interval excludes 0, "equivalent" (within +-margin) when its 90%
+    interval lies inside [-margin, +margin], else "inconclusive" (too few seeds or too much
+    noise to say either)."""
+
+    kind: str
+    margin: float
+    difference: PairedDifference  # with its 95% interval
+    ci90: tuple[float, float]
+
+    def __str__(self) -> str:
+        d = self.difference
+        said = f"equivalent within +-{self.margin:g}" if self.kind == EQUIVALENT else self.kind
+        return f"{d.mean:+.4f} [{d.ci_low:+.4f}, {d.ci_high:+.4f}] {said} (n={d.n})"
+
+
+def verdict(arm: dict[int, float], baseline: dict[int, float], margin: float) -> Verdict:
+    """The verdict on arm - baseline (values by seed, paired on common seeds) at `margin`."""
+    if not (isinstance(margin, (int, float)) and margin > 0):
+        raise ValueError(f"margin must be a positive number (stated before the runs), got {margin!r}")
+    d95 = paired_difference(arm, baseline, 0.95)
+    d90 = paired_difference(arm, baseline, 0.90)
+    if d95.detectable:
+        kind = DIFFERENT
+    elif d90.n >= 2 and -margin <= d90.ci_low and d90.ci_high <= margin:
+        kind = EQUIVALENT
+    else:
+        kind = INCONCLUSIVE
+    return Verdict(kind, margin, d95, (d90.ci_low, d90.ci_high))
 
 @dataclass
 class GridResult:

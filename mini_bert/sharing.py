@@ -30,6 +30,7 @@ from .config import BertConfig
 from .model import BertForPreTraining
 from .params import count_on_meta, formula_parameters
 from .recipe import Recipe
+from .ablations import DOWNSTREAM_1000
 from .runs import Experiment, lr_sweep, register
 
 # ============================================================================================
@@ -90,6 +91,7 @@ ALBERT_PARAMETERS_3300 = register(Experiment(
                 "H = 128), shared attention, ffn or all, and a 1-layer model as large as the fully shared one, "
                 "each arm at its learning rate chosen on validation",
     arms={arm: changes for arm, changes in _ARMS.items() if arm != "all-low-lr"},
+    downstream=DOWNSTREAM_1000,
     baseline="none",
     base={"cpu": Recipe(model=_MODEL), "gpu": ALBERT_PARAMETERS.base["gpu"]},
 ))

@@ -254,3 +254,85 @@ def test_the_command_line_lists_the_experiment_and_refuses_bad_seeds(capsys):
     assert "--seeds takes a number of seeds" in capsys.readouterr().err
     assert main(["ablation-scores", "no-such-experiment", "--seeds", "1"]) == 2
     assert "unknown experiment" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ issue 32: repeats, preconditions, verdicts
+
+def test_downstream_repeats_average_paired_fine_tuning_seeds(monkeypatch):
+    seen = []
+
+    def fake_finetune(settings, seed, device=None):
+        seen.append((settings["task"], seed))
+        return {"metrics": {"validation.accuracy": 0.5, "test.accuracy": 0.6 + 0.01 * (seed // 1000),
+                            "test.macro_f1": 0.4}, "train_examples": 10, "test_targets": 20,
+                "history": {"train_loss": [1.0]}}
+
+    monkeypatch.setattr(ablations, "run_finetune", fake_finetune)
+    downstream = ablations.Downstream({"t": {"task": "topic"}}, repeats=3)
+    counts = {}
+    scores = ablations.downstream_scores("ckpt", 4, counts=counts, downstream=downstream)
+    assert seen == [("topic", 4), ("topic", 1004), ("topic", 2004)]  # the same three for every arm of seed 4
+    assert scores["test.t.accuracy"] == pytest.approx(0.61)
+    assert [scores[f"test.t.accuracy#{k}"] for k in range(3)] == pytest.approx([0.60, 0.61, 0.62])
+    assert sorted(counts) == ["t", "t#1", "t#2"]
+    # One repeat logs as the 600-step grids always did: no "#k" keys, the plain settings as definition.
+    seen.clear()
+    single = ablations.downstream_scores("ckpt", 4, downstream=ablations.Downstream({"t": {"task": "topic"}}))
+    assert seen == [("topic", 4)] and sorted(single) == ["test.t.accuracy", "test.t.macro_f1",
+                                                         "validation.t.accuracy"]
+    assert ablations.Downstream(ablations.DOWNSTREAM).definition() is ablations.DOWNSTREAM
+    assert ablations.downstream_of(SENTENCE_OBJECTIVES).definition() == ablations.DOWNSTREAM
+
+
+def test_the_1000_label_regime_is_chapter_10s_own_settings():
+    from mini_bert.finetune_runs import get_study
+
+    runs_ = ablations.DOWNSTREAM_1000.runs
+    chosen = get_study("data-efficiency").arm_settings("cpu")
+    assert runs_["topic_full"] == {k: v for k, v in chosen["tiny-wiki/labels=1000"].items() if k != "init"}
+    assert runs_["topic_frozen"]["strategy"] == "frozen" and runs_["topic_frozen"]["labels"] == 1000
+    assert all(r["max_eval"] is None for r in runs_.values())  # every held-out example
+    assert ablations.DOWNSTREAM_1000.repeats == 3
+
+
+def hand_scored() -> runs.GridResult:
+    """A scored grid by hand: 'mlm' and 'nsp' against the untrained control, three seeds."""
+    experiment = Experiment("hand-scored", "by hand", {"mlm": {}, "nsp": {"objective": "nsp"}}, "mlm",
+                            {"cpu": TINY})
+    values = {  # arm: (topic by seed, mlm accuracy, unigram, nsp head)
+        "mlm": ([0.70, 0.72, 0.71], 0.20, 0.05, None),
+        "nsp": ([0.66, 0.69, 0.72], 0.08, 0.05, 0.62),
+        UNTRAINED: ([0.60, 0.61, 0.60], 0.01, 0.05, None),
+    }
+    records = []
+    for arm, (topic, mlm, unigram, head) in values.items():
+        for seed, t in enumerate(topic):
+            metrics = {"test.topic_full.accuracy": t, "test.mlm@128.accuracy": mlm + 0.001 * seed,
+                       "test.mlm@128.unigram_accuracy": unigram}
+            if head is not None:
+                metrics["test.nsp_head.accuracy"] = head
+            records.append({"arm": arm, "seed": seed, "metrics": metrics})
+    return runs.GridResult(experiment, "cpu", records)
+
+
+def test_preconditions_name_the_arm_that_has_not_learned():
+    found = {(p.arm, p.what.split(" ")[0]): p for p in
+             ablations.preconditions(hand_scored(), downstream=("test.topic_full.accuracy",))}
+    assert found["mlm", "beats"].holds and found["mlm", "left"].holds
+    # nsp beats the control (differences 0.06, 0.08, 0.12) but sits on the plateau (0.08 < 2 x 0.05)
+    # and its head (0.62) has not learned NSP.
+    assert found["nsp", "beats"].holds
+    assert not found["nsp", "left"].holds and not found["nsp", "learned"].holds
+    assert "0.6200" in str(found["nsp", "learned"]) and str(found["nsp", "learned"]).startswith("FAIL")
+    assert not any(arm == UNTRAINED for arm, _ in found)
+
+
+def test_verdicts_use_the_margin_of_what_each_metric_measures():
+    assert ablations.margin_for("test.mlm@128.accuracy") == 0.005
+    assert ablations.margin_for("test.sop_probe.accuracy") == ablations.margin_for("test.nsp_head.accuracy") == 0.02
+    assert ablations.margin_for("test.topic_full.accuracy") == 0.02
+    table = ablations.verdicts(hand_scored(), metrics=("test.topic_full.accuracy", "test.mlm@128.accuracy"))
+    assert list(table["test.topic_full.accuracy"]) == ["nsp"]  # not the baseline, not the control
+    assert table["test.mlm@128.accuracy"]["nsp"].kind == runs.DIFFERENT  # -0.12, no spread
+    topic = table["test.topic_full.accuracy"]["nsp"]  # -0.04, -0.03, +0.01: wide
+    assert topic.kind == runs.INCONCLUSIVE and topic.margin == 0.02

@@ -771,3 +771,61 @@ def test_cli_runs_a_grid_and_prints_its_tables(cache, tmp_path, capsys):
         assert f"{metric} (smoke, cpu; baseline mask-15)" in out
     assert f"results: {path}" in out
     assert json.loads(path.read_text())["runs"][0]["arm"] == "mask-15"
+
+
+# ------------------------------------------------------------------ verdicts and rate sweeps (issue 32)
+
+def test_a_verdict_follows_the_rule_stated_before_the_runs():
+    base = {0: 0.30, 1: 0.32, 2: 0.31}
+    # Differences 0.05, 0.04, 0.06: the 95% interval [0.025, 0.075] excludes 0.
+    assert runs.verdict({0: 0.35, 1: 0.36, 2: 0.37}, base, 0.02).kind == runs.DIFFERENT
+    # Differences 0.001, -0.001, 0.000: sd 0.001, 90% half-width t(0.95, 2) 2.92 x 0.001 / sqrt(3) = 0.0017.
+    near = {0: 0.301, 1: 0.319, 2: 0.31}
+    v = runs.verdict(near, base, 0.005)
+    assert v.kind == runs.EQUIVALENT and v.ci90 == pytest.approx((-0.0016858, 0.0016858), abs=1e-6)
+    assert "equivalent within +-0.005" in str(v)
+    # The same differences with a margin smaller than the interval: neither.
+    assert runs.verdict(near, base, 0.001).kind == runs.INCONCLUSIVE
+    # Differences 0.03, -0.02, 0.01: wide, crossing 0, outside +-0.02.
+    assert runs.verdict({0: 0.33, 1: 0.30, 2: 0.32}, base, 0.02).kind == runs.INCONCLUSIVE
+    # One seed cannot be equivalent to anything.
+    assert runs.verdict({0: 0.30}, {0: 0.30}, 0.02).kind == runs.INCONCLUSIVE
+    for margin in (0, -0.01, None):
+        with pytest.raises(ValueError, match="margin must be a positive number"):
+            runs.verdict(near, base, margin)
+
+
+def test_a_rate_sweep_runs_every_arm_at_its_own_rate_times_the_factors():
+    experiment = Experiment("swept", "two arms", {"a": {}, "b": {"lr": 4e-3, "mask_ratio": 0.15}}, "a",
+                            {"cpu": TINY.replace(lr=1e-3), "gpu": TINY})
+    sweep = runs.lr_sweep(experiment)
+    try:
+        assert runs.get_experiment("swept-lr") is sweep and sweep.baseline == "a-lr0.001"
+        assert list(sweep.arms) == ["a-lr0.0005", "a-lr0.001", "a-lr0.002", "b-lr0.002", "b-lr0.004", "b-lr0.008"]
+        assert arm_recipe(sweep, "b-lr0.008") == TINY.replace(lr=8e-3, mask_ratio=0.15)
+        assert list(sweep.base) == ["cpu"]  # the rates are the cpu scale's
+    finally:
+        EXPERIMENTS.pop("swept-lr")
+
+
+def test_the_3300_step_grids_are_at_chapter_8s_budget_with_their_sweeps_and_downstream():
+    from mini_bert import ablations, roberta, sharing  # noqa: F401  (registers the experiments)
+
+    names = ["sentence-objectives-3300", "roberta-masking-3300", "roberta-formats-3300", "roberta-batches-3300",
+             "albert-parameters-3300"]
+    for name in names:
+        experiment = runs.get_experiment(name)
+        assert experiment.downstream is ablations.DOWNSTREAM_1000
+        sweep = runs.get_experiment(f"{name}-lr")
+        assert len(sweep.arms) == 3 * len(experiment.arms)
+        for arm in experiment.arms:
+            recipe = arm_recipe(experiment, arm)
+            budget = runs.parse_budget(recipe.budget)
+            if name == "roberta-batches-3300":  # chapter 8's tokens (3,300 steps x 64 x 32), any batch
+                assert (budget.kind, budget.amount) == ("tokens", 3300 * 64 * 32)
+            else:  # chapter 8's steps, each of at least its 2,048 tokens (formats: real ones, test_roberta)
+                assert (budget.kind, budget.amount) == ("steps", 3300)
+                assert recipe.batch_size * recipe.seq_len >= 2048
+            rates = sorted(arm_recipe(sweep, a).lr for a in sweep.arms if a.rsplit("-lr", 1)[0] == arm)
+            assert rates == pytest.approx([recipe.lr / 2, recipe.lr, recipe.lr * 2])
+    assert "all-low-lr" not in runs.get_experiment("albert-parameters-3300").arms
