@@ -91,10 +91,13 @@ class Downstream:
 
     runs: dict
     repeats: int = 1
+    mean: bool = False  # also "{split}.downstream_mean.accuracy": the mean accuracy over the runs
 
     def definition(self):
         """What a fingerprint compares: the 600-step grids' plain DOWNSTREAM dict, as they logged it."""
-        return self.runs if self.repeats == 1 else {"runs": self.runs, "repeats": self.repeats}
+        if self.repeats == 1 and not self.mean:
+            return self.runs
+        return {"runs": self.runs, "repeats": self.repeats, "mean": self.mean}
 
 
 REPEAT_STRIDE = 1000
@@ -115,7 +118,7 @@ DOWNSTREAM_1000 = Downstream(runs={
     "topic_full": _chapter10("data-efficiency", "tiny-wiki/labels=1000"),
     "topic_frozen": _chapter10("data-efficiency", "tiny-wiki-frozen/labels=1000"),
     "pairs_full": _chapter10("tasks", "same-topic/tiny-wiki/full"),
-}, repeats=3)
+}, repeats=3, mean=True)
 
 
 def downstream_of(experiment: Experiment) -> Downstream:
@@ -314,6 +317,10 @@ def downstream_scores(checkpoint: str | Path, seed: int, *, device=None, prefix:
             scores[key] = sum(values) / len(values)
             if len(values) > 1:
                 scores.update({f"{key}#{k}": v for k, v in enumerate(values)})
+    if downstream.mean:
+        for split in ("validation", "test"):
+            values = [scores[f"{split}.{name}.accuracy"] for name in downstream.runs]
+            scores[f"{split}.downstream_mean.accuracy"] = sum(values) / len(values)
     return scores
 
 

@@ -311,13 +311,17 @@ def _behaves_the_same(path: Path, saved: dict, recipe: Recipe, documents: dict) 
     return saved
 
 
+INTERRUPTED = ".interrupted"  # beside a cache entry: the state of its run stopped by Ctrl-C, resumed by the next call
+
+
 def _train_and_score(recipe, seed, dev, key, path, documents, score_lengths, command, progress, eval_every,
                      stop_at_step=None) -> Run:
     """run()'s work when the cache has no usable entry: train, score, and save to `path` (unless None)."""
     tokenizer = default_tokenizer(recipe.vocab_size)
     trained = pretrain(recipe, tokenizer=tokenizer, train_documents=documents["train_documents"],
                        eval_documents=documents["validation_documents"], device=dev, progress=progress,
-                       eval_every=eval_every, stop_at_step=stop_at_step)
+                       eval_every=eval_every, stop_at_step=stop_at_step,
+                       resumable=path.with_name(path.name + INTERRUPTED) if path is not None else None)
     trained.model.eval()
     evaluation = score(trained.model, tokenizer, lengths=score_lengths, unigram=trained.unigram_token,
                        scores=_scores_from_pretraining(recipe, trained, score_lengths), **documents)
@@ -657,6 +661,36 @@ def lr_sweep(experiment: Experiment, factors: Sequence[float] = SWEEP_FACTORS) -
                     f"{', '.join(f'{f:g}' for f in factors)}, one seed, chosen by {SWEEP_METRIC}",
         arms=arms, baseline=sweep_arm(experiment.baseline, baseline_lr), base={"cpu": experiment.base["cpu"]},
         metrics=experiment.metrics))
+
+
+def chosen_rates(sweep: "GridResult", metric: str = SWEEP_METRIC) -> dict[str, float]:
+    """{arm: learning rate} chosen from a sweep's log: for every arm of the swept experiment, the
+    rate of its best run by `metric` (higher is better; the first rate on a tie). Refuses a sweep
+    with an arm not yet run at every rate, or a choice at an edge of the rates tried (the plan:
+    extend the sweep by the next factor of 2 in that direction, then choose again)."""
+    by_arm: dict[str, dict[float, float]] = {}
+    for record in sweep.runs:
+        arm, _, _ = record["arm"].rpartition("-lr")
+        if metric not in record["metrics"]:
+            raise ValueError(f"the sweep's run {record['arm']!r} has no {metric!r}")
+        by_arm.setdefault(arm, {})[record["recipe"]["lr"]] = record["metrics"][metric]
+    expected = {a.rpartition("-lr")[0] for a in sweep.experiment.arms}
+    missing = sorted(a for a in sweep.experiment.arms if a not in {r["arm"] for r in sweep.runs})
+    if missing:
+        raise ValueError(f"the sweep {sweep.experiment.name!r} has not run {', '.join(missing)} yet: run it to the "
+                         "end before choosing")
+    chosen = {}
+    for arm in sorted(expected):
+        rates = sorted(by_arm[arm])
+        best = max(rates, key=lambda lr: by_arm[arm][lr])
+        if best in (rates[0], rates[-1]):
+            tried = ", ".join(f"{r:g}" for r in rates)
+            beyond = best / 2 if best == rates[0] else best * 2
+            raise ValueError(f"arm {arm!r} is best at {best:g}, an edge of the rates tried ({tried}): extend the "
+                             f"sweep to {beyond:g} and choose again")
+        chosen[arm] = best
+    return chosen
+
 
 
 # The tiny model of the smoke test: one layer of width 32, a minute of CPU for a whole grid.

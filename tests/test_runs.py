@@ -829,3 +829,21 @@ def test_the_3300_step_grids_are_at_chapter_8s_budget_with_their_sweeps_and_down
             rates = sorted(arm_recipe(sweep, a).lr for a in sweep.arms if a.rsplit("-lr", 1)[0] == arm)
             assert rates == pytest.approx([recipe.lr / 2, recipe.lr, recipe.lr * 2])
     assert "all-low-lr" not in runs.get_experiment("albert-parameters-3300").arms
+
+
+def test_chosen_rates_take_each_arms_best_and_refuse_an_edge_or_a_partial_sweep():
+    experiment = Experiment("pick", "two arms", {"a": {}, "b": {}}, "a", {"cpu": TINY.replace(lr=1e-3)})
+    sweep = runs.lr_sweep(experiment)
+    try:
+        scores = {"a-lr0.0005": 0.20, "a-lr0.001": 0.25, "a-lr0.002": 0.22,
+                  "b-lr0.0005": 0.10, "b-lr0.001": 0.30, "b-lr0.002": 0.30}  # a tie: the first rate
+        records = [{"arm": arm, "seed": 0, "recipe": {"lr": arm_recipe(sweep, arm).lr},
+                    "metrics": {runs.SWEEP_METRIC: v}} for arm, v in scores.items()]
+        assert runs.chosen_rates(GridResult(sweep, "cpu", records)) == {"a": 1e-3, "b": 1e-3}
+        with pytest.raises(ValueError, match=r"has not run b-lr0.002 yet"):
+            runs.chosen_rates(GridResult(sweep, "cpu", records[:-1]))
+        records[2]["metrics"][runs.SWEEP_METRIC] = 0.9  # a is now best at its largest rate
+        with pytest.raises(ValueError, match=r"arm 'a' is best at 0.002, an edge .* extend the sweep to 0.004"):
+            runs.chosen_rates(GridResult(sweep, "cpu", records))
+    finally:
+        EXPERIMENTS.pop("pick-lr")
