@@ -556,7 +556,8 @@ def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VER
     - it has left the unigram plateau: held-out MLM accuracy at 128 tokens at least
       PLATEAU_FACTOR x the unigram accuracy of the same targets;
     - an arm trained with a sentence objective has learned it: its head's test accuracy (mean over
-      seeds) above LEARNED_HEAD.
+      seeds) above LEARNED_HEAD; an ELECTRA arm (its records hold rtd scores) detects replaced
+      tokens: held-out RTD loss below the constant answer's, replaced-token recall above 0.5.
     A comparison whose arms fail one is a bug or a budget to fix, never a finding."""
     found = []
     for arm in result.arms():
@@ -574,6 +575,15 @@ def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VER
             found.append(Precondition(arm, f"left the unigram plateau ({MLM_VERDICT} >= {PLATEAU_FACTOR} x "
                                            "unigram)", f"{mean:.4f} vs {plateau:.4f}",
                                       mean >= PLATEAU_FACTOR * plateau))
+        loss, constant = _by_seed(result, arm, "test.rtd.loss"), _by_seed(result, arm, "test.rtd.constant_loss")
+        if loss:  # ELECTRA (mini_bert.equal_compute.rtd_scores): above the constant answer, finding replacements
+            recall = mean_std(list(_by_seed(result, arm, "test.rtd.replaced_recall").values()))[0]
+            below = all(loss[s] < constant[s] for s in loss)
+            found.append(Precondition(arm, f"detects replaced tokens (held-out RTD loss below the constant answer's "
+                                           f"on every seed, replaced recall > {LEARNED_HEAD - 0.25:g})",
+                                      f"loss {mean_std(list(loss.values()))[0]:.4f} vs constant "
+                                      f"{mean_std(list(constant.values()))[0]:.4f}, recall {recall:.4f}",
+                                      below and recall > LEARNED_HEAD - 0.25))
         objective = arm_recipe(result.experiment, arm, result.scale).objective
         if objective in SENTENCE_TASKS:
             head = _by_seed(result, arm, f"test.{objective}_head.accuracy")

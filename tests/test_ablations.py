@@ -327,6 +327,19 @@ def test_preconditions_name_the_arm_that_has_not_learned():
     assert not any(arm == UNTRAINED for arm, _ in found)
 
 
+def test_an_electra_that_answers_the_constant_fails_its_precondition():
+    result = hand_scored()
+    for record in result.runs:
+        if record["arm"] == "mlm":  # as a collapsed discriminator: the constant's loss, no replacement found
+            record["metrics"].update({"test.rtd.loss": 0.30, "test.rtd.constant_loss": 0.30,
+                                      "test.rtd.replaced_recall": 0.0})
+        if record["arm"] == "nsp":  # as a discriminator that learned
+            record["metrics"].update({"test.rtd.loss": 0.12, "test.rtd.constant_loss": 0.30,
+                                      "test.rtd.replaced_recall": 0.7})
+    found = {p.arm: p for p in ablations.preconditions(result, downstream=()) if p.what.startswith("detects")}
+    assert not found["mlm"].holds and found["nsp"].holds and "recall 0.7000" in str(found["nsp"])
+
+
 def test_verdicts_use_the_margin_of_what_each_metric_measures():
     assert ablations.margin_for("test.mlm@128.accuracy") == 0.005
     assert ablations.margin_for("test.sop_probe.accuracy") == ablations.margin_for("test.nsp_head.accuracy") == 0.02
