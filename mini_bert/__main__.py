@@ -1,16 +1,12 @@
 """Command line: `python -m mini_bert pretrain --preset tiny --budget 5m --out runs/tiny`.
 
-Subcommands:
-  pretrain   train a BertForPreTraining on the book's corpus and write a checkpoint
-  evaluate   held-out masked-token accuracy of a checkpoint
-  fill-mask  top-k completions of a sentence with one [MASK]
-  grid       an experiment's arms x seeds (resumable), with mean, spread and paired differences
-  finetune   fine-tune an encoder on a downstream task and report its test accuracy
-  finetune-grid  a fine-tuning study: arms x seeds into a results log
-  ablation-scores  score an ablation's runs (NSP/SOP probes, downstream) and their untrained controls
-  study      chapter 15's successors at equal compute: arms x seeds and untrained controls into a log
-  provenance check that the current code reproduces the shipped logs (their fingerprints)
-  pretrained the book's pretrained model: load, train here, compare with the shipped copy, ship
+`python -m mini_bert COMMAND --help` explains a command and its defaults.
+
+Models by name: `tiny-wiki` (the book's pretrained model), `minilm`, `scratch`; any other name is a
+path. A name that is also a file or folder where you run the command is refused, naming both
+(`./tiny-wiki` always means your folder). Logs are written where you run the command
+(./results/NAME-SCALE.json; the book's own logs in mini_bert/results/ are only read: `--shipped`).
+Ctrl-C stops after the step in progress and says what was saved and the command that resumes.
 
 Budgets (--budget): `500` = 500 optimiser steps; `300s`, `5m`, `5min`, `1h` = wall-clock
 training time; `2M`, `500k`, `2Mtok` = input tokens (lower-case m = minutes, upper-case M =
@@ -24,7 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
+from pathlib import Path
+
+from . import __version__
+from .paths import reserved_name_note
 
 
 def whole_number(text: str, minimum: int) -> int:
@@ -46,6 +47,16 @@ def positive_int(text: str) -> int:
 def non_negative_int(text: str) -> int:
     """argparse type: an integer >= 0 (where 0 means "none", as --long-seq-len 0: one phase)."""
     return whole_number(text, 0)
+
+
+def seed_number(text: str) -> int:
+    """argparse type: a seed torch can take (a whole number from 0 to 2**63 - 1), refused before any data loads."""
+    from .recipe import MAX_SEED
+
+    value = whole_number(text, 0)
+    if value > MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {MAX_SEED}, got {value}")
+    return value
 
 
 def device_name(text: str) -> str:
@@ -97,6 +108,10 @@ def cmd_pretrain(args) -> int:
         torch.set_num_threads(args.threads or physical_cores())
     recipe = _recipe_from_args(args)
     main = int(os.environ.get("RANK", "0")) == 0
+    args.interrupt_note = lambda err: _pretrain_interrupted(args, err)
+    note = reserved_name_note(args.out)
+    if note and main:
+        print(note, file=sys.stderr, flush=True)
     train_docs, eval_docs, test_docs = load_corpus("train"), load_corpus("validation"), load_corpus("test")
     if args.max_docs:  # a quick run on the first documents of each split
         held_out = max(1, args.max_docs // 8)
@@ -133,18 +148,77 @@ def cmd_pretrain(args) -> int:
     return 0
 
 
-def cmd_evaluate(args) -> int:
+def _pretrain_interrupted(args, err: KeyboardInterrupt) -> str:
+    """The line a Ctrl-C of `pretrain` ends with: what was saved, and the command that resumes."""
+    from .loop import Interrupted
+
+    if args.out is None:
+        return "nothing was saved (no --out); pass --out FOLDER to keep the model, and to resume after a Ctrl-C"
+    if isinstance(err, Interrupted) and err.saved:
+        return f"the checkpoint after step {err.step} is in {args.out}; resume with: {_resume_command(args.out)}"
+    if (args.resume and Path(args.resume).absolute() == Path(args.out).absolute()) or args.checkpoint_every:
+        return (f"the last checkpoint written to {args.out}, if any, is kept; resume with: "
+                f"{_resume_command(args.out)}")
+    return "stopped before any checkpoint was written; run the same command again to start over"
+
+
+def _resume_command(out: str) -> str:
+    """This pretrain command line with --resume OUT --out OUT in place of its --out / --resume / --overwrite."""
+    argv, kept, skip = ARGV or sys.argv[1:], [], False
+    for i, word in enumerate(argv):
+        if skip:
+            skip = False
+        elif word in ("--out", "--resume"):
+            skip = True
+        elif word != "--overwrite" and not word.startswith(("--out=", "--resume=")):
+            kept.append(word)
+    return "python -m mini_bert " + shlex.join([*kept, "--resume", str(out), "--out", str(out)])
+
+
+def load_model_for_mlm(name: str):
+    """(model, tokenizer, recipe or None) for evaluate and fill-mask: a book model by name, or a checkpoint."""
+    from .recipe import Recipe
+    from .paths import resolve_model
+
+    name = resolve_model(name)
+    if name == "minilm":
+        raise ValueError("minilm has no masked-language-model head (all-MiniLM-L6-v2 ships as a sentence encoder, "
+                         "without it); use tiny-wiki, scratch or a checkpoint folder")
+    if name == "tiny-wiki":
+        from .runs import pretrained
+
+        run = pretrained("tiny-wiki", progress=False)
+        return run.model, run.tokenizer, run.recipe
+    if name == "scratch":  # the untrained control: what a score means before any pretraining
+        from .pretraining import build_model
+        from .tokenization import default_tokenizer
+
+        recipe = Recipe()
+        tokenizer = default_tokenizer(recipe.vocab_size)
+        return build_model(recipe, tokenizer.vocab_size).eval(), tokenizer, recipe
     from .checkpoint import load_checkpoint
+
+    if not Path(name).exists():
+        raise ValueError(f"no checkpoint at {name!r}: pass a folder written by pretrain --out, or a book model "
+                         "by name: tiny-wiki or scratch")
+    ckpt = load_checkpoint(name)
+    if ckpt.tokenizer is None:
+        raise ValueError(f"{name} has no vocab.txt: reading text needs the checkpoint's tokenizer")
+    recipe = Recipe.from_dict(ckpt.recipe) if ckpt.recipe else None
+    return ckpt.model, ckpt.tokenizer, recipe
+
+
+def cmd_evaluate(args) -> int:
     from .heldout import heldout_mlm
 
     from .data import load_corpus
     from .recipe import Recipe
 
-    ckpt = load_checkpoint(args.checkpoint)
-    recipe = Recipe.from_dict(ckpt.recipe) if ckpt.recipe else Recipe(vocab_size=ckpt.tokenizer.vocab_size)
+    model, tokenizer, recipe = load_model_for_mlm(args.checkpoint)
+    recipe = recipe or Recipe(vocab_size=tokenizer.vocab_size)
     documents = load_corpus(args.split)[:args.max_docs] if args.max_docs else None
     # The same examples and masks as pretraining's final evaluation (the masks have a fixed seed).
-    ev = heldout_mlm(ckpt.model, ckpt.tokenizer, recipe, split=args.split, documents=documents)
+    ev = heldout_mlm(model, tokenizer, recipe, split=args.split, documents=documents)
     print(f"unigram baseline accuracy: {ev['unigram_accuracy']:.3f}")
     print(_by_input(ev))
     print(f"held-out masked-token accuracy: {ev['accuracy']:.3f}")
@@ -152,11 +226,10 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_fill_mask(args) -> int:
-    from .checkpoint import load_checkpoint
     from .evaluation import fill_mask
 
-    ckpt = load_checkpoint(args.checkpoint)
-    for token, p in fill_mask(ckpt.model, ckpt.tokenizer, args.text, args.k):
+    model, tokenizer, _ = load_model_for_mlm(args.checkpoint)
+    for token, p in fill_mask(model, tokenizer, args.text, args.k):
         print(f"{token}\t{p:.3f}")
     return 0
 
@@ -174,9 +247,39 @@ def register_experiments() -> None:
     from . import ablations, roberta, sharing  # noqa: F401
 
 
+def _log_destination(args, default_name: str, formats: tuple[str, ...], what: str) -> tuple[Path, int]:
+    """The log a grid-like command writes (--results, else ./results/NAME), checked before any work;
+    says which it is and how many runs it holds. Returns the path and that count."""
+    from .paths import check_log_destination, default_log
+
+    path = Path(args.results) if args.results else default_log(default_name)
+    runs = check_log_destination(path, formats, what)
+    state = f"resuming: {len(runs)} run(s) already in it" if os.path.exists(path) else "new"
+    shipped = "" if args.results else "; the book's own log is only read: --shipped prints it"
+    print(f"results log: {path} ({state}{shipped})", file=sys.stderr, flush=True)
+    args.interrupt_note = lambda err: _log_interrupted(path, what)
+    return path, len(runs)
+
+
+def _log_interrupted(path: Path, what: str) -> str:
+    try:
+        runs = len(json.loads(path.read_text(encoding="utf-8"))["runs"])
+    except (OSError, ValueError, KeyError, TypeError):
+        runs = 0
+    return (f"{runs} finished run(s) are in {path}; the same command resumes: python -m mini_bert "
+            f"{shlex.join(ARGV or sys.argv[1:])}")
+
+
+def _trained_note(path: Path, before: int, after: int) -> None:
+    if after == before:
+        print(f"nothing trained: every run asked for was already in {path} (more --seeds add runs)")
+    else:
+        print(f"trained {after - before} run(s); {after} in {path}")
+
+
 def cmd_grid(args) -> int:
     """Train (or resume) an experiment's grid of arms x seeds; print one table per metric."""
-    from .runs import EXPERIMENTS, grid
+    from .runs import EXPERIMENTS, RESULTS_FORMAT, default_results_path, get_experiment, grid, load_grid
 
     register_experiments()
     if args.list:
@@ -190,14 +293,29 @@ def cmd_grid(args) -> int:
     if args.name is None:
         raise ValueError("name an experiment, e.g. `python -m mini_bert grid smoke --seeds 3` "
                          "(`python -m mini_bert grid --list` shows them)")
+    experiment = get_experiment(args.name)
+    if args.scale not in experiment.base:
+        raise ValueError(f"unknown scale {args.scale!r} for experiment {args.name!r}; use one of: "
+                         f"{', '.join(experiment.base)}")
+    if args.shipped:
+        result = load_grid(args.name, args.scale, max_docs=args.max_docs)
+        for metric in result.experiment.metrics:
+            print()
+            print(result.format_table(metric))
+        print(f"\nthe book's log {result.path}: nothing trained (without --shipped the grid trains here)")
+        return 0
     seeds = parse_seeds(args.seeds)
+    path, before = _log_destination(args, default_results_path(args.name, args.scale, args.max_docs).name,
+                                    (RESULTS_FORMAT,), "grid log")
     result = grid(args.name, seeds, scale=args.scale, arms=args.arms.split(",") if args.arms else None,
-                  device=args.device, results=args.results, jobs=args.jobs, threads=args.threads,
+                  device=args.device, results=path, jobs=args.jobs, threads=args.threads,
                   max_docs=args.max_docs, progress=not args.no_progress)
     for metric in result.experiment.metrics:
         print()
         print(result.format_table(metric))
-    print(f"\nresults: {result.path}")
+    print()
+    _trained_note(result.path, before, len(result.runs))
+    print(f"results: {result.path}")
     return 0
 
 
@@ -209,6 +327,7 @@ def cmd_finetune(args) -> int:
 
     from .finetuning import FinetuneConfig, evaluate, finetune, load_encoder, load_task, majority_baseline, make_head
     from .loop import autocast_context
+    from .paths import resolve_model
     from .runtime import pick_device
 
     torch.set_num_threads(args.threads or torch.get_num_threads())
@@ -217,7 +336,10 @@ def cmd_finetune(args) -> int:
     config = FinetuneConfig(strategy=args.strategy, seed=args.seed, **changes)  # bad settings fail here, first
     device = pick_device(args.device)
     autocast_context(device, config.amp)  # e.g. fp16 without CUDA: refused before any loading or training
-    encoder, tokenizer = load_encoder(args.init, seed=args.seed, progress=not args.no_progress)
+    init = resolve_model(args.init, "--init")  # ./tiny-wiki of yours is never taken for the book's model
+    print("note: finetune reports its scores and saves no model", file=sys.stderr, flush=True)
+    args.interrupt_note = lambda err: "nothing was saved (finetune keeps no model); run the same command again"
+    encoder, tokenizer = load_encoder(init, seed=args.seed, progress=not args.no_progress)
     max_length = min(config.max_length, encoder.config.max_sequence_length)
     task = load_task(args.task, tokenizer, max_length, labels=args.labels, seed=args.seed)
     unit = "sentences" if task.kind == "token" else "pairs" if task.kind == "pair" else "examples"
@@ -240,14 +362,24 @@ def cmd_finetune(args) -> int:
 
 def cmd_finetune_grid(args) -> int:
     """Run (or resume) a fine-tuning study's grid and print its table."""
-    from .finetune_runs import finetune_grid
+    from .finetune_runs import RESULTS_FORMAT, finetune_grid, get_study, load_finetune_grid, results_path
 
+    get_study(args.study)  # an unknown study is named before anything else
+    if args.shipped:
+        result = load_finetune_grid(args.study, args.scale)
+        print(result.format_table())
+        print(f"\nthe book's log {result.path}: nothing trained (without --shipped the study runs here)")
+        return 0
     seeds = parse_seeds(args.seeds)
     arms = args.arms.split(",") if args.arms else None
-    result = finetune_grid(args.study, seeds, scale=args.scale, arms=arms, device=args.device, results=args.results,
+    path, before = _log_destination(args, results_path(args.study, args.scale).name, (RESULTS_FORMAT,),
+                                    "fine-tuning log")
+    result = finetune_grid(args.study, seeds, scale=args.scale, arms=arms, device=args.device, results=path,
                            jobs=args.jobs, progress=not args.no_progress)
     print(result.format_table())
-    print(f"\nresults: {result.path}")
+    print()
+    _trained_note(result.path, before, len(result.runs))
+    print(f"results: {result.path}")
     return 0
 
 
@@ -255,31 +387,49 @@ def cmd_ablation_scores(args) -> int:
     """Score (or resume scoring) an ablation's runs and their untrained controls; print the tables."""
     import torch
 
-    from .ablations import load_ablation, score_grid, scores_path
+    from .ablations import SCORES_FORMAT, load_ablation, score_grid, scores_path
+    from .paths import default_log
+    from .runs import default_results_path, get_experiment
 
     register_experiments()
+    get_experiment(args.name)  # an unknown experiment is named before anything else
+    if args.shipped:
+        result = load_ablation(args.name, args.scale)
+        for metric in sorted({m for r in result.runs for m in r["metrics"] if m.startswith("test.")}):
+            print()
+            print(result.format_table(metric))
+        print(f"\nthe book's logs {result.path} and {result.also[0][0]}: nothing scored")
+        return 0
     seeds = parse_seeds(args.seeds)
     if args.threads:
         torch.set_num_threads(args.threads)
-    log = score_grid(args.name, seeds, scale=args.scale, device=args.device, results=args.results,
+    path, before = _log_destination(args, scores_path(args.name, args.scale).name, (SCORES_FORMAT,),
+                                    "ablation scores log")
+    log = score_grid(args.name, seeds, scale=args.scale, device=args.device, results=path,
                      progress=not args.no_progress)
-    if args.results is None:  # the shipped logs: show every metric beside the grid's own
-        try:
-            result = load_ablation(args.name, args.scale)
-        except (FileNotFoundError, ValueError) as err:
-            print(f"(no table: {err})")
-        else:
-            for metric in sorted({m for r in log["runs"] for m in r["metrics"] if m.startswith("test.")}):
-                print()
-                print(result.format_table(metric))
-    print(f"\nscores: {args.results or scores_path(args.name, args.scale)}")
+    # The tables beside the grid's own metrics: the grid's log written here, else the book's.
+    grid_log = default_log(default_results_path(args.name, args.scale).name)
+    try:
+        result = load_ablation(args.name, args.scale, results=grid_log if grid_log.is_file() else None, scores=path)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"(no table: {err})")
+    else:
+        for metric in sorted({m for r in log["runs"] for m in r["metrics"] if m.startswith("test.")}):
+            print()
+            print(result.format_table(metric))
+    print()
+    _trained_note(path, before, len(log["runs"]))
+    print(f"scores: {path}")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m mini_bert", description=__doc__,
+    # The subcommands are listed once, by argparse; the module's notes follow them.
+    intro, _, notes = __doc__.partition("\n\n")
+    parser = argparse.ArgumentParser(prog="python -m mini_bert", description=intro, epilog=notes,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument("--version", action="version", version=f"mini_bert {__version__} ({Path(__file__).parent})")
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
 
     p = sub.add_parser("pretrain", help="pretrain on the book's corpus and write a checkpoint")
     p.add_argument("--preset", default="tiny", help="model shape: tiny (L2/H128), mini (L4/H256), small, ... (default tiny)")
@@ -293,7 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     masking = p.add_mutually_exclusive_group()
     masking.add_argument("--whole-word", action="store_true", help="mask all pieces of a word together")
     masking.add_argument("--span", action="store_true", help="mask spans of whole words (SpanBERT)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_number, default=0, help="seed of the weights, data order and masks (default 0)")
     p.add_argument("--batch-size", type=positive_int, help="sequences per optimiser step (global, over all processes)")
     p.add_argument("--grad-accum", type=positive_int, help="micro-batches per step")
     p.add_argument("--seq-len", type=positive_int, help="tokens per example")
@@ -318,13 +468,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_pretrain)
 
     p = sub.add_parser("evaluate", help="held-out masked-token accuracy of a checkpoint")
-    p.add_argument("checkpoint")
+    p.add_argument("checkpoint", help="a checkpoint folder (pretrain --out), or tiny-wiki (the book's model) or "
+                                      "scratch (untrained)")
     p.add_argument("--split", default="validation", choices=("validation", "test"))
     p.add_argument("--max-docs", type=positive_int, help="only the first N articles of the split")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("fill-mask", help="top-k completions for a sentence with one [MASK]")
-    p.add_argument("checkpoint")
+    p.add_argument("checkpoint", help="a checkpoint folder (pretrain --out), or tiny-wiki (the book's model) or "
+                                      "scratch (untrained)")
     p.add_argument("text")
     p.add_argument("-k", type=positive_int, default=5, help="how many completions (default 5)")
     p.set_defaults(func=cmd_fill_mask)
@@ -338,31 +490,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: the best available)")
     p.add_argument("--jobs", type=positive_int, help="runs side by side in worker processes (default: one per core on the CPU)")
     p.add_argument("--threads", type=positive_int, help="torch threads per run (default: cores // jobs)")
-    p.add_argument("--results", help="the JSON log (default mini_bert/results/NAME-SCALE.json)")
+    p.add_argument("--results", help="the JSON log to write or resume (default ./results/NAME-SCALE.json, where "
+                                     "you run the command)")
+    p.add_argument("--shipped", action="store_true", help="print the tables of the book's own log "
+                                                          "(mini_bert/results/) and train nothing")
     p.add_argument("--max-docs", type=positive_int, help="a quick grid on the first N training articles (N/8 held-out ones)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_grid)
 
     p = sub.add_parser("finetune", help="fine-tune an encoder on a downstream task; ends with its test accuracy")
-    p.add_argument("--init", default="tiny-wiki",
-                   help="scratch (no pretraining), tiny-wiki (the book's model), minilm, or a checkpoint folder")
+    p.add_argument("--init", default="tiny-wiki", help="scratch (no pretraining), tiny-wiki (the book's model), "
+                   "minilm, or a checkpoint folder (./NAME for a folder named like a book model) (default tiny-wiki)")
     p.add_argument("--task", default="topic", choices=("topic", "same-topic", "truecase"),
                    help="topic: the articles' 11 topics; same-topic: do two first sentences share a topic (pairs); "
-                        "truecase: which words were capitalised (tagging)")
+                        "truecase: which words were capitalised (tagging) (default topic)")
     p.add_argument("--strategy", default="full", choices=("full", "frozen", "llrd", "gradual"),
-                   help="full; frozen (a linear probe); llrd (layer-wise learning-rate decay); gradual (unfreezing)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--labels", type=positive_int, help="use only this many labelled training examples")
+                   help="full; frozen (a linear probe); llrd (layer-wise learning-rate decay); gradual (unfreezing) "
+                        "(default full)")
+    p.add_argument("--seed", type=seed_number, default=0, help="seed of the head, data order and dropout (default 0)")
+    p.add_argument("--labels", type=positive_int, help="use only this many labelled training examples (default: all)")
     p.add_argument("--lr", type=float, help="peak learning rate (default 1e-3)")
-    p.add_argument("--epochs", type=positive_int)
-    p.add_argument("--batch-size", type=positive_int)
-    p.add_argument("--micro-batch-size", type=positive_int, help="gradient accumulation: split each batch into these")
+    p.add_argument("--epochs", type=positive_int, help="at most this many epochs; the best on validation is kept "
+                                                       "(default 5, stopping after 2 without a better one)")
+    p.add_argument("--batch-size", type=positive_int, help="examples per optimiser step (default 32)")
+    p.add_argument("--micro-batch-size", type=positive_int, help="gradient accumulation: split each batch into these "
+                                                                 "(default: no split)")
     p.add_argument("--max-length", type=positive_int, help="truncate inputs to this many tokens (default 128)")
     p.add_argument("--layer-decay", type=float, help="llrd: the factor per layer down (default 0.8)")
-    p.add_argument("--pooling", choices=("cls", "pooler", "mean"))
-    p.add_argument("--amp", choices=("off", "bf16", "fp16"))
+    p.add_argument("--pooling", choices=("cls", "pooler", "mean"), help="what the head reads (default cls)")
+    p.add_argument("--amp", choices=("off", "bf16", "fp16"), help="mixed precision (default off)")
     p.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: the best available)")
-    p.add_argument("--threads", type=positive_int, help="torch threads")
+    p.add_argument("--threads", type=positive_int, help="torch threads (default: torch's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_finetune)
 
@@ -372,7 +530,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", default="cpu", choices=("cpu", "gpu"))
     p.add_argument("--arms", help="comma-separated arms (default: all)")
     p.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: the best available)")
-    p.add_argument("--results", help="the JSON log (default mini_bert/results/finetune-STUDY-SCALE.json)")
+    p.add_argument("--results", help="the JSON log to write or resume (default ./results/finetune-STUDY-SCALE.json, "
+                                     "where you run the command)")
+    p.add_argument("--shipped", action="store_true", help="print the table of the book's own log and train nothing")
     p.add_argument("--jobs", type=positive_int, default=1, help="runs side by side, one thread each")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_finetune_grid)
@@ -384,7 +544,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", default="cpu", choices=("cpu", "gpu"))
     p.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: the best available)")
     p.add_argument("--threads", type=positive_int, help="torch threads")
-    p.add_argument("--results", help="the JSON log (default mini_bert/results/NAME-SCALE-scores.json)")
+    p.add_argument("--results", help="the JSON scores log to write or resume (default "
+                                     "./results/NAME-SCALE-scores.json, where you run the command)")
+    p.add_argument("--shipped", action="store_true", help="print the tables of the book's own logs and score nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_ablation_scores)
 
@@ -397,7 +559,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: the best available)")
     p.add_argument("--jobs", type=positive_int, default=1, help="runs side by side (worker processes)")
     p.add_argument("--threads", type=positive_int, help="torch threads per run")
-    p.add_argument("--results", help="the JSON log (default mini_bert/results/NAME-SCALE.json)")
+    p.add_argument("--results", help="the JSON log to write or resume (default ./results/NAME-SCALE.json, where "
+                                     "you run the command)")
+    p.add_argument("--shipped", action="store_true", help="print the tables of the book's own log and train nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_study)
 
@@ -437,6 +601,11 @@ def cmd_pretrained(args) -> int:
         print(f"{args.name}: trained here vs shipped: " + ("the same within the tolerance "
               f"{runs.RETRAIN_TOL}" if not problems else f"{len(problems)} score(s) differ"))
         return 1 if problems else 0
+    if args.train:
+        print(f"training {args.name} here into the cache ({runs.cache_dir()}): 3,300 steps, 4.5 to 9 minutes on two "
+              "cores; Ctrl-C keeps the steps done and the same command goes on from them", file=sys.stderr, flush=True)
+    args.interrupt_note = lambda err: ("the steps trained so far are kept in the cache; the same command resumes: "
+                                       f"python -m mini_bert {shlex.join(ARGV or sys.argv[1:])}")
     result = runs.pretrained(args.name, train=args.train)
     print(json.dumps(result.evaluation, indent=1))
     print(f"cache entry: {result.path}")
@@ -478,27 +647,46 @@ def cmd_study(args) -> int:
     """Run (or resume) one of chapter 15's studies and print its tables."""
     import torch
 
-    from .equal_compute import study_grid
+    from .equal_compute import get_study, load_study, study_grid, study_path
+    from .runs import RESULTS_FORMAT
 
+    get_study(args.name)  # an unknown study is named before anything else
+    if args.shipped:
+        result = load_study(args.name, args.scale)
+        for metric in result.experiment.metrics:
+            print(result.format_table(metric), end="\n\n")
+        print(f"the book's log {result.path}: nothing trained (without --shipped the study runs here)")
+        return 0
     seeds = parse_seeds(args.seeds)
     if args.threads:
         torch.set_num_threads(args.threads)
-    result = study_grid(args.name, seeds, scale=args.scale, device=args.device, results=args.results,
+    path, before = _log_destination(args, study_path(args.name, args.scale).name, (RESULTS_FORMAT,), "study log")
+    result = study_grid(args.name, seeds, scale=args.scale, device=args.device, results=path,
                         jobs=args.jobs, threads=args.threads, arms=args.arms.split(",") if args.arms else None,
                         progress=not args.no_progress)
     for metric in result.experiment.metrics:
         print(result.format_table(metric), end="\n\n")
+    _trained_note(result.path, before, len(result.runs))
     print(f"results: {result.path}")
     return 0
 
 
+ARGV: list[str] = []  # the command line main() was given, for the commands that resume it
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    global ARGV
+    ARGV = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(ARGV)
     try:
         return args.func(args)
     except ValueError as err:  # bad settings or a bad checkpoint: say what is wrong, no traceback
         print(f"python -m mini_bert {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as err:  # Ctrl-C: one line with what was saved and how to go on, no traceback
+        note = getattr(args, "interrupt_note", None)
+        print(f"\ninterrupted: {note(err) if note else 'nothing was saved'}", file=sys.stderr, flush=True)
+        return 130
     finally:
         import torch.distributed as dist
 

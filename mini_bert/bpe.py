@@ -30,7 +30,7 @@ from typing import Iterable, Sequence
 
 from .cache import atomic_write_text, cache_key, cached_artifact, code_version
 from .tokenization import (Encoding, SpecialTokenIds, _build_encoding, _check_text, merge_pair,
-                           training_data_recipe, training_sentences)
+                           training_data_recipe, training_sentences, training_texts)
 
 BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
 # RoBERTa's special tokens. RoBERTa has <s>=0 <pad>=1 </s>=2 <unk>=3 and <mask> last; we put all
@@ -224,7 +224,7 @@ def train_bpe(texts: Iterable[str], vocab_size: int = 8192, min_frequency: int =
             f"vocab_size={vocab_size} leaves no room for merges: byte-level BPE always holds the "
             f"{len(SPECIAL_TOKENS)} special tokens and the 256 byte tokens; use vocab_size > {base}."
         )
-    merges = learn_bpe_merges(count_chunks(texts), vocab_size - base, min_frequency)
+    merges = learn_bpe_merges(count_chunks(training_texts(texts)), vocab_size - base, min_frequency)
     tokens = [*SPECIAL_TOKENS, *BYTE_CHARS, *(a + b for a, b in merges)]
     return BPETokenizer({t: i for i, t in enumerate(tokens)}, merges)
 

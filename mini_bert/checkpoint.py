@@ -6,6 +6,8 @@
     vocab.txt            the tokenizer's vocabulary (+ tokenizer.json: how to rebuild it)
     history.json         the training history (dict of lists)
     recipe.json          the Recipe that produced it
+    data.json            what it was trained on: the articles (count and hash) and the vocabulary's hash,
+                         so that a resume on other data is refused (optional)
     evaluation.json      held-out scores (optional)
     training_state.pt    optimiser moments, step / tokens / seconds, random generators (optional)
     manifest.json        every file above with its size and SHA-256, written last
@@ -33,9 +35,9 @@ from .config import BertConfig
 from .model import BertForPreTraining
 
 FORMAT = "mini_bert-checkpoint/1"
-CONFIG, WEIGHTS, VOCAB, TOKENIZER, HISTORY, RECIPE, EVALUATION, STATE = (
+CONFIG, WEIGHTS, VOCAB, TOKENIZER, HISTORY, RECIPE, EVALUATION, STATE, DATA = (
     "config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "history.json", "recipe.json",
-    "evaluation.json", "training_state.pt")
+    "evaluation.json", "training_state.pt", "data.json")
 
 
 class CheckpointError(ArtifactError):
@@ -81,6 +83,13 @@ def load_weights(model: nn.Module, path: str | Path) -> nn.Module:
     from safetensors.torch import load_file
 
     path = Path(path)
+    if path.is_dir():  # safetensors would say only "os error 19"
+        hint = (f"pass {path / WEIGHTS}, or load the whole checkpoint with load_checkpoint({str(path)!r})"
+                if (path / WEIGHTS).is_file() else f"pass the path of a {WEIGHTS} file")
+        raise CheckpointError(f"{path} is a folder; load_weights reads one weights file: {hint}")
+    if not path.exists():
+        raise CheckpointError(f"no weights file at {path}; pass the path of a {WEIGHTS} (a checkpoint folder has "
+                              "one)")
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError, RuntimeError) as err:
@@ -135,12 +144,13 @@ def check_checkpoint_destination(path: str | Path, *, overwrite: bool = False) -
 
 def save_checkpoint(path: str | Path, model: nn.Module, tokenizer=None, history: dict | None = None,
                     recipe=None, *, training_state: dict | None = None, evaluation: dict | None = None,
-                    overwrite: bool = False) -> Path:
+                    overwrite: bool = False, data: dict | None = None) -> Path:
     """Write a checkpoint folder at `path` atomically.
 
     overwrite: replace a checkpoint already there (anything else at `path`, a file or a folder of
     your own, is never replaced: CheckpointError says so).
     recipe: a recipe.Recipe or a dict. training_state: from loop.training_state(), for resuming.
+    data: what the model was trained on (pretraining.data_record), checked when it is resumed.
     """
     from safetensors.torch import save_file
 
@@ -158,6 +168,8 @@ def save_checkpoint(path: str | Path, model: nn.Module, tokenizer=None, history:
             (tmp / RECIPE).write_text(_json(recipe if isinstance(recipe, dict) else recipe.to_dict()))
         if evaluation is not None:
             (tmp / EVALUATION).write_text(_json(evaluation))
+        if data is not None:
+            (tmp / DATA).write_text(_json(data))
         if training_state is not None:
             torch.save(_state_to_save(training_state), tmp / STATE)
 
@@ -247,15 +259,32 @@ def load_checkpoint(path: str | Path, *, config: BertConfig | None = None, model
     return Checkpoint(model, tokenizer, history, recipe, evaluation, path)
 
 
-def load_training_state(path: str | Path, expect_recipe=None) -> dict:
+def load_training_state(path: str | Path, expect_recipe=None, expect_data: dict | None = None) -> dict:
     """What loop.train(resume=...) needs to go on: model, optimiser, position, history, RNGs.
 
     expect_recipe: the recipe of the run being resumed; a checkpoint of another recipe (other
     model, data, schedule or budget) raises CheckpointError naming the differing fields.
+    expect_data: what the run being resumed trains on (pretraining.data_record); a checkpoint
+    trained on other articles or with another vocabulary raises CheckpointError naming them (a
+    checkpoint written before data.json existed cannot be checked: a warning says so).
     """
     path = Path(path)
     ckpt = load_checkpoint(path)
-    if STATE not in verify(path)["files"]:
+    files = verify(path)["files"]
+    if expect_data is not None:
+        if DATA in files:
+            found = _read_json(path / DATA)
+            diffs = [f"{k} {expect_data.get(k)!r} vs {found.get(k)!r}" for k in sorted(set(expect_data) | set(found))
+                     if expect_data.get(k) != found.get(k)]
+            if diffs:
+                raise CheckpointError(f"{path}: data differs (resuming vs saved): " + ", ".join(diffs) + "; resume "
+                                      "with the data it was trained on (the same --max-docs), or start a new run")
+        else:
+            import warnings
+
+            warnings.warn(f"{path} does not record its training data ({DATA}): resuming without checking that the "
+                          "articles and vocabulary are the ones it was trained on", stacklevel=2)
+    if STATE not in files:
         raise CheckpointError(f"{path} has no {STATE}: it was saved without training state and cannot be resumed")
     if expect_recipe is not None:
         expected = expect_recipe if isinstance(expect_recipe, dict) else expect_recipe.to_dict()

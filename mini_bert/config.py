@@ -33,6 +33,13 @@ def dataclass_from_dict(cls, values: dict):
 
 @dataclass
 class BertConfig:
+    """The numbers that fix a BERT-family model's shape; every model class takes one.
+
+    `BertConfig.from_preset("tiny", vocab_size=8192)` gives a named size (PRESETS: tiny ... base, large,
+    roberta-*, albert-*) with overrides; `BertConfig(hidden_size=256, ...)` any other. Every field is
+    checked when the config is made (`validate`): an impossible value raises ValueError naming the
+    field and what it must be. `to_dict` / `from_dict` save and read it (a checkpoint's config.json).
+    """
     vocab_size: int = 30522
     hidden_size: int = 768
     num_hidden_layers: int = 12
@@ -83,13 +90,13 @@ class BertConfig:
             raise ValueError(f"BertConfig.position_scheme must be one of {POSITION_SCHEMES}, got {self.position_scheme!r}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             p = getattr(self, name)
-            if not 0.0 <= p < 1.0:
+            if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:  # "0.1" is not a rate
                 raise ValueError(f"BertConfig.{name} must be in [0, 1), got {p!r}")
         for name in ("layer_norm_eps", "initializer_range"):  # nan > 0 is False; inf is not a setting
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
                 raise ValueError(f"BertConfig.{name} must be a finite number > 0, got {value!r}")
-        if not 0 <= self.pad_token_id < self.vocab_size:
+        if not isinstance(self.pad_token_id, int) or not 0 <= self.pad_token_id < self.vocab_size:
             raise ValueError(f"BertConfig.pad_token_id must be in [0, vocab_size={self.vocab_size}), got {self.pad_token_id!r}")
         if self.embedding_size is not None and (not isinstance(self.embedding_size, int) or self.embedding_size < 1):
             raise ValueError(f"BertConfig.embedding_size must be None (no factorization) or a positive integer, got {self.embedding_size!r}")

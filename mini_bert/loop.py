@@ -6,6 +6,8 @@
   output, losses normalised by the global number of targets (exact under accumulation and DDP).
 - `train`: the loop, with a plottable history (a dict of lists) and held-out evaluation.
 - `training_state`, `restore_training_state`: everything needed to resume exactly.
+- Ctrl-C during `train` stops at the end of the step in progress (a second one stops at once): the
+  state is handed to `on_interrupt` (pretrain saves it where it resumes) and `Interrupted` is raised.
 
 Everything runs unchanged under `torchrun` (DistributedDataParallel, gloo on CPU, nccl on GPU).
 """
@@ -15,6 +17,9 @@ import contextlib
 import math
 import os
 import random
+import signal
+import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -227,6 +232,44 @@ HISTORY_KEYS = ("step", "loss", "mlm_loss", "mlm_accuracy", "sentence_loss", "se
 EVAL_KEYS = ("eval_step", "eval_mlm_loss", "eval_mlm_accuracy")
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during `train`, raised at a step boundary: `step` steps are done, and `saved` says whether
+    on_interrupt received the state there (so that the run can resume from that step)."""
+
+    def __init__(self, step: int, saved: bool):
+        super().__init__(f"interrupted after step {step}")
+        self.step, self.saved = step, saved
+
+
+class _DeferredInterrupt:
+    """While active, the first Ctrl-C only asks the loop to stop after the step in progress (a step cut
+    in the middle of the optimiser's update could not be saved and resumed exactly); a second one
+    raises KeyboardInterrupt at once. Active only in the main thread of a lone process whose Ctrl-C
+    raises KeyboardInterrupt (under torchrun, the processes would stop at different steps)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = (enabled and threading.current_thread() is threading.main_thread()
+                        and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+        self.requested = False
+
+    def _handler(self, signum, frame):
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("\nCtrl-C: stopping after this step (press it again to stop at once, losing the step)",
+              file=sys.stderr, flush=True)
+
+    def __enter__(self):
+        if self.enabled:
+            signal.signal(signal.SIGINT, self._handler)
+        return self
+
+    def __exit__(self, *exc):
+        if self.enabled:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        return False
+
+
 def new_history() -> dict[str, list]:
     """One entry per optimiser step (plus held-out evaluations): plt.plot(h["step"], h["loss"])."""
     return {k: [] for k in HISTORY_KEYS + EVAL_KEYS}
@@ -243,7 +286,7 @@ def train(model: BertForPreTraining, batches: Callable[[int, float], dict], reci
           device: str | torch.device | None = None, eval_data: PretrainingData | None = None,
           eval_every: int | None = None, progress: bool = True, resume: dict | None = None,
           stop_at_step: int | None = None, on_checkpoint: Callable[[dict], None] | None = None,
-          checkpoint_every: int | None = None) -> dict[str, list]:
+          checkpoint_every: int | None = None, on_interrupt: Callable[[dict], None] | None = None) -> dict[str, list]:
     """Pretrain `model` on batches(step, spent) until the recipe's budget is spent; return the history.
 
     batches: (step, budget fraction spent) -> global batch dict (input_ids, token_type_ids,
@@ -253,6 +296,8 @@ def train(model: BertForPreTraining, batches: Callable[[int, float], dict], reci
     stop_at_step: stop early at this step, as if interrupted (the schedule still follows the
         whole budget), e.g. to checkpoint and resume later.
     on_checkpoint(state) is called every `checkpoint_every` steps and at the end (main process).
+    Ctrl-C stops the loop after the step in progress: on_interrupt(state) (else on_checkpoint) gets
+    the state there, then Interrupted is raised (the same state resumes exactly).
     Under torchrun the model is wrapped in DistributedDataParallel; call it the same way.
     """
     from tqdm.auto import tqdm
@@ -293,26 +338,36 @@ def train(model: BertForPreTraining, batches: Callable[[int, float], dict], reci
                unit={"steps": "step", "tokens": "tok", "seconds": "s"}[budget.kind], unit_scale=budget.kind == "tokens",
                disable=not (progress and procs.main), dynamic_ncols=True,
                bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s [{elapsed}{postfix}]" if budget.kind == "seconds" else None)
-    while budget.spent(state) < 1.0 and state.step != stop_at_step:
-        started, used_before = time.perf_counter(), budget.used(state)
-        lr = recipe.lr * lr_factor(recipe, budget.spent(state))
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        stats = train_step(net, batches(state.step, budget.spent(state)), optimizer, recipe, procs, autocast, scaler)
-        if procs.device.type == "cuda":
-            torch.cuda.synchronize()  # so that the clock measures the work, not its queueing
-        state.step += 1
-        state.tokens += int(stats["tokens"])
-        state.seconds += time.perf_counter() - started
-        log_step(history, state, stats, lr, recipe)
-        bar.update(budget.used(state) - used_before)
-        bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", acc=f"{history['mlm_accuracy'][-1]:.3f}",
-                        tok_s=f"{state.tokens / max(state.seconds, 1e-9):,.0f}", refresh=False)
-        if eval_data is not None and eval_every and state.step % eval_every == 0:
-            evaluate()
-        if on_checkpoint and checkpoint_every and state.step % checkpoint_every == 0 and procs.main:
-            on_checkpoint(snapshot())
+    stop = _DeferredInterrupt(procs.world == 1)
+    with stop:
+        while budget.spent(state) < 1.0 and state.step != stop_at_step and not stop.requested:
+            started, used_before = time.perf_counter(), budget.used(state)
+            lr = recipe.lr * lr_factor(recipe, budget.spent(state))
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            batch = batches(state.step, budget.spent(state))
+            stats = train_step(net, batch, optimizer, recipe, procs, autocast, scaler)
+            if procs.device.type == "cuda":
+                torch.cuda.synchronize()  # so that the clock measures the work, not its queueing
+            state.step += 1
+            state.tokens += int(stats["tokens"])
+            state.seconds += time.perf_counter() - started
+            log_step(history, state, stats, lr, recipe)
+            # The last step of a time or token budget overshoots it: the bar stops at its total (tqdm
+            # warns about a bar past 100%).
+            bar.update(min(budget.used(state), budget.amount) - min(used_before, budget.amount))
+            bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", acc=f"{history['mlm_accuracy'][-1]:.3f}",
+                            tok_s=f"{state.tokens / max(state.seconds, 1e-9):,.0f}", refresh=False)
+            if eval_data is not None and eval_every and state.step % eval_every == 0:
+                evaluate()
+            if on_checkpoint and checkpoint_every and state.step % checkpoint_every == 0 and procs.main:
+                on_checkpoint(snapshot())
     bar.close()
+    if stop.requested:
+        save = on_interrupt or on_checkpoint
+        if save and procs.main:
+            save(snapshot())
+        raise Interrupted(state.step, save is not None)
     if eval_data is not None and eval_every and history["eval_step"][-1:] != [state.step]:
         evaluate()  # the curve ends where training ended
     if on_checkpoint and procs.main:

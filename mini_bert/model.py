@@ -37,6 +37,20 @@ class PreTrainingOutput:
     hidden_states: tuple[torch.Tensor, ...] | None = None
     attentions: tuple[torch.Tensor, ...] | None = None
 
+    # The names transformers' outputs use (MaskedLMOutput.logits, BertForPreTrainingOutput's two), so that
+    # code written for Hugging Face models reads ours too.
+    @property
+    def logits(self) -> torch.Tensor:
+        return self.mlm_logits
+
+    @property
+    def prediction_logits(self) -> torch.Tensor:
+        return self.mlm_logits
+
+    @property
+    def seq_relationship_logits(self) -> torch.Tensor | None:
+        return self.sentence_logits
+
 
 @dataclass
 class ClassificationOutput:
@@ -361,9 +375,29 @@ def mlm_logits_and_loss(head: MLMHead, hidden, mlm_labels, masked_only: bool):
     return logits, (F.cross_entropy(logits[selected], mlm_labels[selected]) if selected.any() else logits.sum() * 0.0)
 
 
-def check_labels(name: str, labels, expected_shape) -> None:
-    if labels is not None and tuple(labels.shape) != tuple(expected_shape):
+def check_labels(name: str, labels, expected_shape, classes: int | None = None, what: str = "") -> None:
+    """Refuse labels of the wrong shape, or (given `classes`) a label outside [0, classes) other than
+    IGNORE_INDEX, with a message instead of an IndexError deep in cross_entropy."""
+    if labels is None:
+        return
+    if not isinstance(labels, torch.Tensor):
+        raise ValueError(f"{name} must be a tensor of shape {tuple(expected_shape)}, got {type(labels).__name__}")
+    if tuple(labels.shape) != tuple(expected_shape):
         raise ValueError(f"{name} has shape {tuple(labels.shape)}, expected {tuple(expected_shape)}")
+    if classes is not None and labels.numel():
+        bad = (labels != IGNORE_INDEX) & ((labels < 0) | (labels >= classes))
+        if bad.any():
+            raise ValueError(f"{name} holds {labels[bad][0].item()}: each label must be in [0, {classes}) {what}or "
+                             f"{IGNORE_INDEX} (no loss at that position)")
+
+
+def hf_alias(ours, theirs, our_name: str, their_name: str):
+    """The labels given under our name or under transformers' name (one of the two, not both)."""
+    if theirs is None:
+        return ours
+    if ours is not None:
+        raise ValueError(f"pass {our_name}= or {their_name}= (its Hugging Face name), not both")
+    return theirs
 
 
 class BertForPreTraining(nn.Module):
@@ -380,9 +414,12 @@ class BertForPreTraining(nn.Module):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, mlm_labels=None, sentence_labels=None,
                 masked_only: bool = False, output_attentions: bool = False,
-                output_hidden_states: bool = False) -> PreTrainingOutput:
-        check_labels("mlm_labels", mlm_labels, input_ids.shape)
-        check_labels("sentence_labels", sentence_labels, input_ids.shape[:1])
+                output_hidden_states: bool = False, *, labels=None, next_sentence_label=None) -> PreTrainingOutput:
+        """labels / next_sentence_label: transformers' names for mlm_labels / sentence_labels (either name works)."""
+        mlm_labels = hf_alias(mlm_labels, labels, "mlm_labels", "labels")
+        sentence_labels = hf_alias(sentence_labels, next_sentence_label, "sentence_labels", "next_sentence_label")
+        check_labels("mlm_labels", mlm_labels, input_ids.shape, self.config.vocab_size, "(token ids) ")
+        check_labels("sentence_labels", sentence_labels, input_ids.shape[:1], 2, "(0 or 1) ")
         out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
         mlm_logits, mlm_loss = mlm_logits_and_loss(self.mlm, out.last_hidden_state, mlm_labels, masked_only)
         sentence_logits = self.sentence(out.pooler_output)
@@ -406,8 +443,10 @@ class BertForMaskedLM(nn.Module):
 
     def forward(self, input_ids, attention_mask=None, token_type_ids=None, mlm_labels=None,
                 masked_only: bool = False, output_attentions: bool = False,
-                output_hidden_states: bool = False) -> PreTrainingOutput:
-        check_labels("mlm_labels", mlm_labels, input_ids.shape)
+                output_hidden_states: bool = False, *, labels=None) -> PreTrainingOutput:
+        """labels: transformers' name for mlm_labels (either name works)."""
+        mlm_labels = hf_alias(mlm_labels, labels, "mlm_labels", "labels")
+        check_labels("mlm_labels", mlm_labels, input_ids.shape, self.config.vocab_size, "(token ids) ")
         out = self.bert(input_ids, attention_mask, token_type_ids, output_attentions, output_hidden_states)
         logits, loss = mlm_logits_and_loss(self.mlm, out.last_hidden_state, mlm_labels, masked_only)
         return PreTrainingOutput(loss, loss, None, logits, None, out.hidden_states, out.attentions)

@@ -30,6 +30,7 @@ OBJECTIVES = ("mlm", "nsp", "sop")
 SCHEDULES = ("linear", "cosine", "constant")
 AMP_MODES = ("auto", "bf16", "fp16", "off")
 POSITION_INITS = ("random", "sinusoidal")
+MAX_SEED = 2**63 - 1  # a signed 64-bit integer: torch's generators refuse seeds of 2**64 and more
 # Which example format each objective trains on: the formats of mini_bert.examples, plus
 # "token_stream" (below). MLM alone packs whole sentences (RoBERTa's FULL-SENTENCES).
 DEFAULT_FORMAT = {"mlm": "token_stream", "nsp": "nsp", "sop": "sop"}
@@ -142,6 +143,9 @@ class Recipe:
                 raise ValueError(f"the long phase keeps batch_size x seq_len = {tokens} tokens a step, which must be "
                                  f"a whole number of {self.long_seq_len}-token examples divisible by grad_accum="
                                  f"{self.grad_accum}; pick long_seq_len among the divisors of {tokens}")
+        # Before model_config(), which would name BertConfig's field instead of the recipe's.
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
         positions = self.model_config().max_sequence_length
         longest = max(self.seq_len, self.long_seq_len or 0)
         if longest > positions:
@@ -151,8 +155,9 @@ class Recipe:
             raise ValueError(f"warmup is a fraction of the budget in [0, 1), got {self.warmup!r}")
         if not 0.0 <= self.min_lr <= 1.0:
             raise ValueError(f"min_lr is a fraction of lr in [0, 1], got {self.min_lr!r}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed must be a whole number from 0 to {MAX_SEED} (what torch's generators take), "
+                             f"got {self.seed!r}")
         if self.weight_decay < 0 or self.grad_clip < 0:
             raise ValueError("weight_decay and grad_clip must be >= 0")
         parse_budget(self.budget)  # raises for a bad or empty budget

@@ -18,18 +18,21 @@ def pick_device(prefer: str | None = None) -> torch.device:
     reproduce the book's CPU numbers on a machine that has a GPU.
     """
     choice = prefer or os.environ.get(DEVICE_ENV)
+    # Name where the choice came from only when it is not the caller's own argument (or --device).
+    source = "" if prefer else f" (by {DEVICE_ENV})"
     if choice:
         try:
             device = torch.device(choice)
         except (RuntimeError, TypeError):
             raise ValueError(f"unknown device {choice!r}: use cpu, cuda, cuda:N or mps") from None
         if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device {choice!r} was asked for ({DEVICE_ENV} or prefer=) but CUDA is not available; use 'cpu'")
+            raise ValueError(f"device {choice!r} was asked for{source} but CUDA is not available; use 'cpu'")
         if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-            raise ValueError(f"device {choice!r} was asked for but this machine has {torch.cuda.device_count()} CUDA "
-                             f"device(s): cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+            count = torch.cuda.device_count()
+            raise ValueError(f"device {choice!r} was asked for{source} but this machine has {count} CUDA "
+                             f"device(s): cuda:0 to cuda:{count - 1}")
         if device.type == "mps" and not torch.backends.mps.is_available():
-            raise ValueError(f"device {choice!r} was asked for ({DEVICE_ENV} or prefer=) but MPS is not available; use 'cpu'")
+            raise ValueError(f"device {choice!r} was asked for{source} but MPS is not available; use 'cpu'")
         return device
     if torch.cuda.is_available():
         return torch.device("cuda")

@@ -35,6 +35,7 @@ import heapq
 import math
 import importlib.util
 import re
+import sys
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -396,7 +397,11 @@ class WordPieceTokenizer(SpecialTokenIds):
                 f"no vocabulary file at {path}. Pass the path of a BERT vocab.txt, or use "
                 f"default_tokenizer() / bert_base_uncased_tokenizer()."
             )
-        lines = path.read_text(encoding="utf-8").split("\n")
+        try:
+            lines = path.read_text(encoding="utf-8").split("\n")
+        except UnicodeDecodeError as err:
+            raise ValueError(f"{path} is not a vocabulary file: byte {err.start} is not UTF-8 text (a vocab.txt holds "
+                             "one token per line); pass the vocab.txt of a BERT checkpoint") from None
         if lines and lines[-1] == "":
             lines.pop()  # the newline that ends the last line
         return cls(lines, lowercase=lowercase)
@@ -501,6 +506,25 @@ def _has_tokenizers() -> bool:
 # ============================================================================================
 # 3. Training a WordPiece vocabulary
 # ============================================================================================
+
+
+def training_texts(texts) -> list[str]:
+    """The trainers' `texts` as a list, refused when it cannot teach a vocabulary: one string (its
+    characters would be taken for the texts), something that is not a collection of strings, or
+    nothing but empty and blank texts. ValueError names the problem and the fix."""
+    if isinstance(texts, (str, bytes)):
+        raise ValueError(f"texts must be a list of strings, got one {type(texts).__name__} of {len(texts)} "
+                         "characters (each character would be taken for a text); pass [text], or text.splitlines()")
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise ValueError(f"texts must be a list of strings, got {type(texts).__name__}") from None
+    for i, text in enumerate(texts):
+        _check_text(text, f"texts[{i}]")
+    if not any(text.strip() for text in texts):
+        raise ValueError(f"texts holds no words ({len(texts)} text(s), all empty or blank): a vocabulary is "
+                         "learnt from text; pass the sentences to learn it from")
+    return texts
 
 
 def count_words(texts: Iterable[str], lowercase: bool = True) -> collections.Counter:
@@ -701,10 +725,8 @@ def train_wordpiece(texts: Iterable[str], vocab_size: int, lowercase: bool = Tru
     """
     if method not in TRAINING_METHODS:
         raise ValueError(f"method must be one of {TRAINING_METHODS}, got {method!r}")
+    texts = training_texts(texts)  # before the work: one string or no words would train a useless vocabulary
     if method == "tokenizers":
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            _check_text(text, f"texts[{i}]")
         chars: set[str] = set()
         for text in texts:
             chars.update(text)
@@ -782,6 +804,9 @@ def default_vocab(vocab_size: int = 8192) -> Path:
     recipe = default_recipe(vocab_size)
 
     def build(folder: Path) -> None:
+        if sys.stderr.isatty():  # a terminal waits ~10 s in silence otherwise; a notebook's output stays as committed
+            print(f"building the {vocab_size}-token WordPiece vocabulary from the training split (about 10 s, once: "
+                  "it is cached)", file=sys.stderr, flush=True)
         train_wordpiece(training_sentences(), vocab_size, lowercase=recipe["lowercase"], method=recipe["method"],
                         min_frequency=recipe["min_frequency"]).save(folder / "vocab.txt")
 

@@ -259,3 +259,13 @@ def test_errors_name_the_problem(tok, tmp_path):
         BPETokenizer(vocab, [])
     with pytest.raises(ValueError, match="not in the vocabulary"):
         BPETokenizer(tok.vocab, [("q", "z")] if "qz" not in tok.vocab else [("§", "§")])
+
+
+@pytest.mark.parametrize("texts, message", [
+    ("the cat sat on the mat", "texts must be a list of strings, got one str"),
+    ([], "texts holds no words"),
+    (["\n"], "texts holds no words"),
+])
+def test_the_bpe_trainer_refuses_texts_that_teach_nothing(texts, message):
+    with pytest.raises(ValueError, match=message):
+        bpe.train_bpe(texts, 300)

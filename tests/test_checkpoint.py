@@ -259,3 +259,27 @@ def test_a_changed_file_of_the_same_size_is_caught_by_its_checksum(tmp_path):
     weights.write_bytes(bytes(data))
     with pytest.raises(CheckpointError, match=r"model\.safetensors is corrupted: its SHA-256 differs"):
         load_checkpoint(path)
+
+
+def test_load_weights_on_a_folder_says_which_file_to_pass(tmp_path, tokenizer):
+    from mini_bert.checkpoint import load_weights
+
+    path = save_checkpoint(tmp_path / "ckpt", model_of(), tokenizer)
+    with pytest.raises(CheckpointError) as err:
+        load_weights(model_of(), path)
+    assert f"{path} is a folder; load_weights reads one weights file: pass {path / 'model.safetensors'}" in str(err.value)
+    with pytest.raises(CheckpointError, match="no weights file at"):
+        load_weights(model_of(), tmp_path / "nothing.safetensors")
+
+
+def test_a_checkpoint_without_its_data_record_resumes_with_a_warning(tmp_path, tokenizer):
+    from mini_bert.checkpoint import load_training_state
+
+    path = tmp_path / "old"
+    model = model_of()
+    state = {"optimizer": torch.optim.AdamW(model.parameters()).state_dict(), "step": 1, "tokens": 8,
+             "seconds": 0.1, "rng": {"torch": torch.get_rng_state(), "python": (3, (0,) * 625, None),
+                                      "numpy": ("MT19937", list(range(624)), 0, 0, 0.0)}}
+    save_checkpoint(path, model, tokenizer, HISTORY, {"lr": 1e-3}, training_state=state)
+    with pytest.warns(UserWarning, match="does not record its training data"):
+        load_training_state(path, expect_data={"train_articles": 1})

@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -223,3 +224,236 @@ def test_finetune_refuses_fp16_without_cuda_before_loading_anything(capsys, monk
     monkeypatch.setattr(finetuning, "load_encoder", lambda *a, **k: pytest.fail("loaded before checking --amp"))
     assert main(["finetune", "--amp", "fp16", "--no-progress"]) == 2
     assert "amp='fp16' needs CUDA" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- issue 30: a newcomer's command line
+def test_a_book_model_name_that_is_also_your_folder_is_refused_naming_both(tmp_path, monkeypatch, capsys):
+    from mini_bert import finetuning
+
+    loaded = []
+    monkeypatch.setattr(finetuning, "load_encoder", lambda init, **kw: loaded.append(init) or pytest.fail("loaded"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny-wiki").mkdir()  # what the README's `pretrain --out tiny-wiki` creates
+    assert main(["finetune", "--init", "tiny-wiki", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "'tiny-wiki' names the book's pretrained tiny BERT, and there is also a folder 'tiny-wiki' here" in err
+    assert "pass --init ./tiny-wiki for yours" in err and not loaded
+    for command in (["evaluate", "tiny-wiki"], ["fill-mask", "tiny-wiki", "the [MASK] ."]):
+        assert main(command) == 2
+        assert "pass ./tiny-wiki for yours" in capsys.readouterr().err
+    # Spelled as a path it is the reader's folder, handed on as such.
+    monkeypatch.setattr(finetuning, "load_encoder", lambda init, **kw: loaded.append(init) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        main(["finetune", "--init", "./tiny-wiki", "--no-progress"])
+    assert loaded == ["./tiny-wiki"]
+
+
+def test_pretrain_out_named_like_a_book_model_says_how_to_reach_it(tmp_path, monkeypatch, capsys):
+    from mini_bert import pretraining
+
+    def stop(*args, **kwargs):
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr(pretraining, "pretrain", stop)
+    monkeypatch.chdir(tmp_path)
+    assert main(["pretrain", "--budget", "2", "--max-docs", "16", "--out", "tiny-wiki"]) == 2
+    assert "later commands reach your folder as ./tiny-wiki (e.g. finetune --init ./tiny-wiki)" in capsys.readouterr().err
+
+
+def test_evaluate_and_fill_mask_take_the_book_model_names(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert main(["fill-mask", "tiny-wiki", "paris is the capital of [MASK] .", "-k", "3"]) == 0
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert len(rows) == 3 and all(re.match(r"^\S+\t0\.\d{3}$", r) for r in rows)
+    assert main(["fill-mask", "minilm", "the [MASK] ."]) == 2
+    assert "minilm has no masked-language-model head" in capsys.readouterr().err
+    assert main(["evaluate", "no-such-run"]) == 2
+    assert "no checkpoint at 'no-such-run'" in capsys.readouterr().err
+
+
+def test_resuming_on_other_data_is_refused_before_training(trained, capsys, monkeypatch):
+    from mini_bert import pretraining
+
+    monkeypatch.setattr(pretraining, "recipe_batches", lambda *a, **k: pytest.fail("built the batches first"))
+    out, _ = trained
+    argv = [a if a != "100" else "120" for a in SMALL]  # --max-docs 120: other articles than the run's 100
+    assert main(["pretrain", *argv, "--budget", "3s", "--resume", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "data differs (resuming vs saved): " in err and "train_articles 120 vs 100" in err
+    assert "resume with the data it was trained on (the same --max-docs)" in err
+
+
+def test_ctrl_c_saves_the_step_and_prints_the_command_that_resumes(tmp_path, monkeypatch, capsys):
+    import signal
+
+    from mini_bert import loop
+
+    real, calls = loop.train_step, []
+
+    def step_then_ctrl_c(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of step 2
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "train_step", step_then_ctrl_c)
+    out = tmp_path / "run"
+    argv = ["pretrain", *SMALL, "--budget", "6", "--long-seq-len", "0", "--out", str(out)]
+    assert main(argv) == 130
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"interrupted: the checkpoint after step 2 is in {out}; resume with: python -m mini_bert ")
+    assert load_checkpoint(out).history["step"] == [1, 2]
+    resume = last.split("resume with: python -m mini_bert ", 1)[1].split()
+    assert resume[-4:] == ["--resume", str(out), "--out", str(out)]
+    monkeypatch.setattr(loop, "train_step", real)
+    assert main(resume) == 0  # the printed command goes on from step 2 to the budget's 6
+    assert load_checkpoint(out).history["step"] == [1, 2, 3, 4, 5, 6]
+    # Without --out, the line says that nothing was kept, and how to keep it next time.
+    calls.clear()
+    monkeypatch.setattr(loop, "train_step", step_then_ctrl_c)
+    assert main(["pretrain", *SMALL, "--budget", "6", "--long-seq-len", "0"]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "interrupted: nothing was saved (no --out); pass --out FOLDER to keep the model, and to resume after a Ctrl-C")
+
+
+def test_a_seed_torch_cannot_take_is_refused_before_the_data_loads(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["pretrain", "--seed", "99999999999999999999"])
+    assert exited.value.code == 2
+    assert "--seed: expected a whole number from 0 to 9223372036854775807, got 99999999999999999999" in \
+        capsys.readouterr().err
+
+
+def test_version_and_one_list_of_commands(capsys):
+    from mini_bert import __version__
+    from mini_bert.__main__ import build_parser
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0 and capsys.readouterr().out.startswith(f"mini_bert {__version__} (")
+    text = build_parser().format_help()
+    for command in ("pretrain", "fill-mask", "finetune-grid", "ablation-scores", "provenance"):
+        assert len(re.findall(rf"^\s+{command}\b", text, flags=re.M)) == 1, command
+
+
+def test_finetune_help_states_the_defaults_of_finetune_config():
+    from mini_bert.__main__ import build_parser
+    from mini_bert.finetuning import FinetuneConfig
+
+    text = " ".join(build_parser()._subparsers._group_actions[0].choices["finetune"].format_help().split())
+    config = FinetuneConfig()
+    for flag, value in (("--lr", "1e-3"), ("--epochs", config.epochs), ("--batch-size", config.batch_size),
+                        ("--max-length", config.max_length), ("--layer-decay", config.layer_decay),
+                        ("--pooling", config.pooling), ("--amp", config.amp)):
+        help_text = text.split("options:", 1)[1].split(f" {flag} ", 1)[1].split(" --", 1)[0]
+        assert f"(default {value}" in help_text, (flag, help_text)
+    assert config.lr == 1e-3 and "(default tiny-wiki)" in text and "(default topic)" in text
+    assert "(default full)" in text
+
+
+def test_the_device_error_names_the_flag_not_the_environment_variable(monkeypatch):
+    import torch
+
+    from mini_bert.runtime import DEVICE_ENV, pick_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv(DEVICE_ENV, raising=False)
+    with pytest.raises(ValueError) as err:
+        pick_device("cuda")
+    assert str(err.value) == "device 'cuda' was asked for but CUDA is not available; use 'cpu'"
+    monkeypatch.setenv(DEVICE_ENV, "cuda")
+    with pytest.raises(ValueError, match=f"was asked for \\(by {DEVICE_ENV}\\) but CUDA"):
+        pick_device()
+
+
+# Each command that writes a log: argv, the library function it calls, and that function's module.
+LOG_COMMANDS = [
+    (["grid", "smoke", "--seeds", "1"], "mini_bert.runs", "grid", "smoke-cpu.json"),
+    (["study", "span-masking", "--seeds", "1"], "mini_bert.equal_compute", "study_grid", "span-masking-cpu.json"),
+    (["finetune-grid", "strategies", "--seeds", "1"], "mini_bert.finetune_runs", "finetune_grid",
+     "finetune-strategies-cpu.json"),
+    (["ablation-scores", "sentence-objectives", "--seeds", "1"], "mini_bert.ablations", "score_grid",
+     "sentence-objectives-cpu-scores.json"),
+]
+
+
+@pytest.mark.parametrize("argv, module, function, name", LOG_COMMANDS)
+def test_logs_are_written_where_you_run_the_command_not_in_the_package(argv, module, function, name, tmp_path,
+                                                                       monkeypatch, capsys):
+    import importlib
+
+    asked = []
+
+    def stop(*args, results=None, **kwargs):
+        asked.append(results)
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr(importlib.import_module(module), function, stop)
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--no-progress"]) == 2
+    assert asked == [Path("results") / name]  # relative: ./results/ of the folder the command runs in
+    assert f"results log: results/{name} (new; the book's own log is only read: --shipped prints it)" in \
+        capsys.readouterr().err
+    # An explicit --results (how a maintainer regenerates a shipped log) is used as given.
+    assert main([*argv, "--results", str(tmp_path / "mine.json"), "--no-progress"]) == 2
+    assert asked[-1] == tmp_path / "mine.json"
+
+
+@pytest.mark.parametrize("argv, module, function, name", LOG_COMMANDS)
+def test_a_bad_results_path_is_refused_before_any_work_and_your_file_is_kept(argv, module, function, name, tmp_path,
+                                                                              monkeypatch, capsys):
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module(module), function, lambda *a, **k: pytest.fail("started the work"))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes")
+    (tmp_path / "folder").mkdir()
+    for results, message in ((tmp_path / "folder", "is a folder; --results takes the log's file name"),
+                             (notes / "log.json", "notes.txt is a file, not a folder; choose another path"),
+                             (notes, "exists and is not a "),
+                             (tmp_path / "empty.json", "exists and is not a ")):
+        if results.name == "empty.json":
+            results.write_text("")
+        assert main([*argv, "--results", str(results), "--no-progress"]) == 2, results
+        err = capsys.readouterr().err
+        assert message in err, (results, err)
+        assert "delete" not in err
+    assert notes.read_text() == "my notes"
+
+
+def test_a_results_file_that_is_not_a_log_keeps_its_text_and_the_message_says_so(tmp_path, capsys):
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}')
+    assert main(["grid", "smoke", "--results", str(notes), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"--results {notes} exists and is not a grid log (no \"format\": 'mini_bert-grid/1'); it is left as it " \
+           "is: pass --results a new path" in err
+    assert notes.read_text() == '{"mine": true}'
+
+
+def test_shipped_prints_the_book_log_and_trains_nothing(monkeypatch, capsys, tmp_path):
+    from mini_bert import runs
+
+    monkeypatch.setattr(runs, "grid", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["grid", "smoke", "--shipped"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing trained (without --shipped the grid trains here)" in out
+    assert str(runs.default_results_path("smoke", "cpu")) in out and not (tmp_path / "results").exists()
+
+
+def test_a_grid_says_when_it_trained_nothing(monkeypatch, capsys, tmp_path):
+    import shutil
+
+    from mini_bert import runs
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "results").mkdir()
+    shutil.copy(runs.default_results_path("smoke", "cpu"), tmp_path / "results" / "smoke-cpu.json")
+    logged = runs.load_grid("smoke", "cpu")
+    seeds = sorted({r["seed"] for r in logged.runs})
+    monkeypatch.setattr(runs, "grid", lambda *a, results=None, **k: runs.load_grid("smoke", "cpu", results=results))
+    assert main(["grid", "smoke", "--seeds", str(len(seeds)), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert f"(resuming: {len(logged.runs)} run(s) already in it;" in captured.err
+    assert "nothing trained: every run asked for was already in results/smoke-cpu.json" in captured.out

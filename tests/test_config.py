@@ -64,3 +64,20 @@ def test_roberta_sequence_limit_and_dict_round_trip():
     assert cfg.max_position_embeddings == 514 and cfg.max_sequence_length == 512
     assert BertConfig.from_dict(cfg.to_dict()) == cfg
     assert cfg.replace(hidden_size=384, num_attention_heads=6).head_size == 64
+
+
+@pytest.mark.parametrize("field", ["hidden_dropout_prob", "attention_probs_dropout_prob"])
+def test_a_dropout_given_as_text_is_named(field):
+    with pytest.raises(ValueError, match=f"BertConfig.{field} must be in \\[0, 1\\), got '0.1'"):
+        BertConfig(**{field: "0.1"})
+
+
+def test_bert_config_has_a_docstring_of_its_own():
+    assert BertConfig.__doc__ and not BertConfig.__doc__.startswith("BertConfig(")
+    assert "from_preset" in BertConfig.__doc__
+
+
+def test_the_package_docstring_points_to_the_command_line():
+    import mini_bert
+
+    assert "python -m mini_bert --help" in mini_bert.__doc__ and "python -m mini_bert pretrain" in mini_bert.__doc__

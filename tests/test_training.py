@@ -341,3 +341,68 @@ def test_autocast_modes_on_the_cpu():
         assert (a @ b).dtype == torch.bfloat16 and scaler is None
     with pytest.raises(ValueError, match="amp='fp16' needs CUDA"):
         autocast_context(cpu, "fp16")
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(dropout="0.1"), "dropout must be a number in [0, 1), got '0.1'"),
+    (dict(seed=99999999999999999999), "seed must be a whole number from 0 to 9223372036854775807"),
+    (dict(seed=-1), "seed must be a whole number from 0 to"),
+])
+def test_a_recipe_names_a_setting_of_the_wrong_kind(changes, message):
+    with pytest.raises(ValueError) as err:
+        tiny_recipe(**changes)
+    assert message in str(err.value)
+
+
+def test_a_time_budget_bar_stops_at_its_total_without_a_tqdm_warning(docs, tokenizer, recwarn):
+    pretrain(tiny_recipe(budget="0.3s"), tokenizer=tokenizer, train_documents=docs[0], eval_documents=docs[1],
+             progress=True)
+    assert not [w for w in recwarn if "clamping frac" in str(w.message) or "TqdmWarning" in type(w.message).__name__]
+
+
+def _ctrl_c_at(step: int, monkeypatch):
+    """Send this process a SIGINT (Ctrl-C) while the loop is in optimiser step `step` (1-based)."""
+    import os
+    import signal
+
+    from mini_bert import loop
+
+    real, calls = loop.train_step, []
+
+    def step_with_ctrl_c(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == step:
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "train_step", step_with_ctrl_c)
+
+
+def test_ctrl_c_finishes_the_step_saves_it_and_the_resume_is_exact(docs, tokenizer, tmp_path, monkeypatch):
+    from mini_bert.checkpoint import load_checkpoint
+    from mini_bert.loop import Interrupted
+
+    whole = run(tiny_recipe(dropout=0.1), docs, tokenizer)  # dropout: the random generators must resume too
+    _ctrl_c_at(3, monkeypatch)
+    with pytest.raises(Interrupted) as stopped:
+        run(tiny_recipe(dropout=0.1), docs, tokenizer, out=tmp_path / "ckpt")
+    assert stopped.value.step == 3 and stopped.value.saved
+    assert load_checkpoint(tmp_path / "ckpt").history["step"] == [1, 2, 3]
+    monkeypatch.undo()
+    resumed = run(tiny_recipe(dropout=0.1), docs, tokenizer, out=tmp_path / "ckpt", resume=tmp_path / "ckpt")
+    for key, values in deterministic(whole.history).items():
+        assert same_floats(values, resumed.history[key]), key
+    for (name, a), b in zip(whole.model.state_dict().items(), resumed.model.state_dict().values()):
+        assert torch.equal(a, b), name
+
+
+def test_a_resume_on_other_data_or_another_vocabulary_is_refused(docs, tokenizer, tmp_path):
+    from mini_bert.checkpoint import CheckpointError
+
+    run(tiny_recipe(budget="2"), docs, tokenizer, out=tmp_path / "ckpt")
+    other_docs = (docs[0][:60], docs[1])
+    with pytest.raises(CheckpointError, match="data differs .*train_articles 60 vs 120"):
+        run(tiny_recipe(budget="2"), other_docs, tokenizer, resume=tmp_path / "ckpt")
+    other_vocab = train_wordpiece([s for d in docs[0] for s in d.sentences], 400, method="pmi")
+    with pytest.raises(CheckpointError, match="data differs .*vocabulary_sha256"):
+        run(tiny_recipe(budget="2"), docs, other_vocab, resume=tmp_path / "ckpt")

@@ -53,6 +53,7 @@ from pathlib import Path
 PASS, FAIL, NOT_WRITTEN, ERROR, MISSING = "pass", "fail", "not written", "error", "missing"
 NOTEBOOK = re.compile(r"^(\d{2})_.*\.ipynb$")
 BOOK_CHAPTERS = Path(__file__).resolve().parents[2] / "chapters"  # the book's notebooks, in a checkout
+BOOK_INDEX = Path(__file__).with_name("book_index.json")  # what grading reads from them, shipped for pip installs
 GRADE_MIME = "application/vnd.mini-bert.grade+json"  # how the grader's cell hands back its results
 PROBE_TIMEOUT = 10  # seconds the kernel gets to answer after a timed-out cell was interrupted
 SHOWN_ERRORS = 3  # the failed cells a note names; the rest are counted
@@ -147,32 +148,63 @@ def _book_notebooks(chapter: int) -> list[dict]:
             for path in sorted(BOOK_CHAPTERS.glob(f"{chapter:02d}_*.ipynb"))]
 
 
-def book_calls(chapter: int) -> dict[str, dict]:
-    """The checker calls of the book's own chapter notebook ({} when the chapters are not here)."""
+def _index_from_notebooks(chapter: int) -> dict:
+    """What grading needs from the book's chapter notebook: its checker calls, and the functions those
+    calls grade as the chapter defines them ({source: cell index}, stubs left out)."""
     calls: dict[str, dict] = {}
-    for nb in _book_notebooks(chapter):
+    notebooks = _book_notebooks(chapter)
+    for nb in notebooks:
         calls.update(checker_calls(nb))
-    return calls
-
-
-def book_functions(chapter: int) -> dict[str, int]:
-    """{source: cell index} of the functions the book's chapter defines in its code cells, stubs left out.
-
-    Some exercises reuse the name of a function the chapter itself writes (chapter 8 writes its own
-    `lr_at`): a student who deletes the exercise's stub would have the chapter's function graded.
-    """
-    found: dict[str, int] = {}
-    for nb in _book_notebooks(chapter):
+    graded = {arg for call in calls.values() for arg in [*call["args"], *call["kwargs"].values()]}
+    functions: dict[str, int] = {}
+    for nb in notebooks:
         for index, cell in enumerate(nb.get("cells", [])):
             text = cell.get("source", "")
             text = "".join(text) if isinstance(text, list) else text
             tree = _parse(text) if cell.get("cell_type") == "code" else None
             for node in ast.walk(tree) if tree is not None else []:
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in graded:
                     segment = ast.get_source_segment(text, node) or ""
                     if "NotImplementedError" not in segment:
-                        found[segment.strip()] = index
-    return found
+                        functions[segment.strip()] = index
+    return {"calls": calls, "functions": functions}
+
+
+def book_index(chapter: int) -> dict:
+    """{"calls": ..., "functions": ...} of the book's chapter: read from its notebook in a checkout,
+    else from BOOK_INDEX, the same shipped with the package (a pip install has no chapters/, and
+    without the book's calls a right solution the student never called a checker on would be graded
+    "not written")."""
+    if any(BOOK_CHAPTERS.glob(f"{chapter:02d}_*.ipynb")):
+        return _index_from_notebooks(chapter)
+    shipped = json.loads(BOOK_INDEX.read_text(encoding="utf-8")) if BOOK_INDEX.is_file() else {}
+    return shipped.get(str(chapter), {"calls": {}, "functions": {}})
+
+
+def book_calls(chapter: int) -> dict[str, dict]:
+    """The checker calls of the book's own chapter notebook (book_index)."""
+    return book_index(chapter)["calls"]
+
+
+def book_functions(chapter: int) -> dict[str, int]:
+    """{source: cell index} of the functions the book's chapter defines under the names its checker
+    calls grade, stubs left out (book_index).
+
+    Some exercises reuse the name of a function the chapter itself writes (chapter 8 writes its own
+    `lr_at`): a student who deletes the exercise's stub would have the chapter's function graded.
+    """
+    return book_index(chapter)["functions"]
+
+
+def write_book_index(path: Path | None = None) -> Path:
+    """Write BOOK_INDEX from the chapters of this checkout (after a chapter's exercises change:
+    `python -m mini_bert.exercises index`; a test fails while it disagrees with the chapters)."""
+    if not BOOK_CHAPTERS.is_dir():
+        raise BadInput(f"no chapters at {BOOK_CHAPTERS}: the index is written from a checkout of the book")
+    path = path or BOOK_INDEX
+    index = {str(c): _index_from_notebooks(c) for c in sorted({e.chapter for e in all_exercises()})}
+    path.write_text(json.dumps(index, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return path
 
 
 # ============================================================================================
@@ -537,7 +569,16 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--timeout", type=int, default=120,
                        help="seconds one cell may run before it is interrupted (default 120)")
     grade.add_argument("--csv", type=Path, help="also write the table to this CSV file")
+    commands.add_parser("index", help="(maintainers) rewrite book_index.json from the chapters of this checkout: "
+                                      "the book's checker calls, which a pip-installed grader reads")
     args = parser.parse_args(argv)
+    if args.command == "index":
+        try:
+            print(f"written: {write_book_index()}")
+        except BadInput as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        return 0
 
     try:
         for module in ("nbclient", "nbformat", "ipykernel"):
