@@ -457,3 +457,34 @@ def test_a_grid_says_when_it_trained_nothing(monkeypatch, capsys, tmp_path):
     captured = capsys.readouterr()
     assert f"(resuming: {len(logged.runs)} run(s) already in it;" in captured.err
     assert "nothing trained: every run asked for was already in results/smoke-cpu.json" in captured.out
+
+
+@pytest.mark.parametrize("argv, module, function, name", LOG_COMMANDS)
+def test_ctrl_c_of_a_log_command_says_what_is_logged_and_how_to_go_on(argv, module, function, name, tmp_path,
+                                                                      monkeypatch, capsys):
+    import importlib
+    import json
+
+    def two_runs_then_ctrl_c(*args, results=None, **kwargs):
+        results.parent.mkdir(parents=True, exist_ok=True)
+        results.write_text(json.dumps({"format": "x", "runs": [{}, {}]}))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module(module), function, two_runs_then_ctrl_c)
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--no-progress"]) == 130
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"interrupted: 2 finished run(s) are in results/{name}; the same command resumes: python -m mini_bert "
+        f"{' '.join(argv)} --no-progress")
+
+
+def test_finetune_says_before_it_starts_that_it_saves_no_model(monkeypatch, capsys):
+    from mini_bert import finetuning
+
+    def stop(*args, **kwargs):
+        assert "note: finetune reports its scores and saves no model" in capsys.readouterr().err  # already said
+        raise ValueError("stopped before loading")
+
+    monkeypatch.setattr(finetuning, "load_encoder", stop)
+    assert main(["finetune", "--init", "scratch", "--no-progress"]) == 2
+    assert "stopped before loading" in capsys.readouterr().err
