@@ -196,7 +196,11 @@ def make_head(kind: str, encoder: BertModel, num_labels: int, config: "FinetuneC
         return SequenceClassifier(encoder, num_labels, pooling=config.pooling, dropout=config.dropout)
     if kind == "token":
         return TokenClassifier(encoder, num_labels, dropout=config.dropout)
-    raise ValueError(f"kind must be 'sequence' or 'token', got {kind!r}")
+    if kind == "span":  # the answer-span task: a start and an end logit per token (mini_bert.span_task)
+        from .span_task import SpanSelector
+
+        return SpanSelector(encoder, dropout=config.dropout)
+    raise ValueError(f"kind must be 'sequence', 'token' or 'span', got {kind!r}")
 
 
 def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -443,7 +447,7 @@ def load_encoder(init: str, *, seed: int = 0, progress: bool = False) -> tuple[B
     return ckpt.model.bert.train(), ckpt.tokenizer
 
 
-TASKS = ("topic", "same-topic", "truecase")
+TASKS = ("topic", "same-topic", "truecase", "answer-span")  # answer-span: mini_bert.span_task
 CASES = ("lower", "capitalised", "upper")  # the truecase task's labels
 
 
@@ -473,6 +477,8 @@ class Task:
     @property
     def head(self) -> str:
         """The head it needs: "token" for tagging, "sequence" for texts and pairs alike."""
+        if self.kind == "span":  # answer-span: a start and an end per token
+            return "span"
         return "token" if self.kind == "token" else "sequence"
 
 
@@ -568,6 +574,10 @@ def load_task(name: str, tokenizer, max_length: int, *, labels: int | None = Non
         raise ValueError(f"unknown task {name!r}; the tasks are: {', '.join(TASKS)}")
     if max_eval is not None and (isinstance(max_eval, bool) or not isinstance(max_eval, int) or max_eval < 1):
         raise ValueError(f"max_eval must be None or a whole number >= 1, got {max_eval!r}")
+    if name == "answer-span":  # its own examples, encoding and head: mini_bert.span_task
+        from .span_task import load_span_task
+
+        return load_span_task(tokenizer, max_length, labels=labels, seed=seed, max_eval=max_eval)
     if name == "truecase":
         _check_uncased(tokenizer)
         splits = {s: truecase_examples(s) for s in ("train", "validation", "test")}
@@ -601,7 +611,7 @@ def topic_task(tokenizer, max_length: int, *, labels: int | None = None, seed: i
 # ============================================================================================
 
 def accumulation_loss(model: nn.Module, micro_batches: Iterable[dict], total_targets: int,
-                      autocast: Callable = contextlib.nullcontext, scaler=None) -> tuple[float, int]:
+                      autocast: Callable = contextlib.nullcontext, scaler=None, objective=None) -> tuple[float, int]:
     """Backpropagate one optimiser step's worth of micro-batches, exactly.
 
     Each micro-batch's SUMMED loss is divided by `total_targets`, the number of labelled targets
@@ -610,12 +620,18 @@ def accumulation_loss(model: nn.Module, micro_batches: Iterable[dict], total_tar
     weight, so a target in a sparsely labelled or short micro-batch counts for more.) Returns the
     summed loss and the number of targets seen. scaler: fp16's gradient scaler (the loss is scaled
     up before backward so that small gradients do not underflow).
+    objective: another training signal than the labels (mini_bert.distillation's soft targets):
+    objective.loss(model, batch) runs the model itself and returns (summed loss, targets).
     """
     total_loss, seen = 0.0, 0
     for batch in micro_batches:
-        with autocast():
-            logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
-        loss_sum, count = task_loss(logits, batch["labels"])
+        if objective is not None:  # it may need more of the model than its logits (hidden states, attention)
+            with autocast():
+                loss_sum, count = objective.loss(model, batch)
+        else:
+            with autocast():
+                logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            loss_sum, count = task_loss(logits, batch["labels"])
         loss = loss_sum / max(total_targets, 1)
         (scaler.scale(loss) if scaler is not None else loss).backward()
         total_loss += loss_sum.item()
@@ -699,6 +715,10 @@ def tfidf_baseline(train: Sequence[tuple[str, int]], test: Sequence[tuple[str, i
 
 def evaluate(model: nn.Module, data: TaskData, batch_size: int = 64) -> dict[str, float]:
     """accuracy, macro_f1 and targets of `model` on `data`."""
+    if getattr(model, "kind", None) == "span":  # a span head is scored on its spans (mini_bert.span_task)
+        from .span_task import span_scores
+
+        return span_scores(model, data, batch_size)
     return scores(predict(model, data, batch_size), data.labels, model.num_labels)
 
 
@@ -731,14 +751,17 @@ class FinetuneResult:
 
 def finetune(model: SequenceClassifier | TokenClassifier, train: TaskData, validation: "TaskData | Windows",
              config: FinetuneConfig = FinetuneConfig(), *, device=None, metric: str = "accuracy",
-             progress: bool = False) -> FinetuneResult:
+             progress: bool = False, objective=None) -> FinetuneResult:
     """Train `model` on `train` following `config`; keep the weights of the epoch with the best
     validation `metric` ("accuracy" or "macro_f1"), stopping after `config.patience` epochs without
     a better one. Seeded: the same config, model and data give the same result on one machine.
-    validation may be Windows: then each text's windows are scored together (evaluate_windows)."""
+    validation may be Windows: then each text's windows are scored together (evaluate_windows).
+    objective: train on another signal than train's labels (mini_bert.distillation.SoftTargets):
+    it checks the data (objective.check), counts each batch's targets (objective.targets) and
+    computes the summed loss (objective.loss); the loop, schedule and early stopping stay these."""
     if metric not in ("accuracy", "macro_f1"):
         raise ValueError(f"metric must be 'accuracy' or 'macro_f1', got {metric!r}")
-    check_labels(model, train, validation)
+    (objective.check if objective is not None else check_labels)(model, train, validation)
     groups = parameter_groups(model, config)
     if not any(p.requires_grad for group in groups for p in group["params"]):
         raise ValueError("nothing to train: every parameter of the head has requires_grad=False (and the strategy "
@@ -776,9 +799,10 @@ def finetune(model: SequenceClassifier | TokenClassifier, train: TaskData, valid
                 group["lr"] = group["peak_lr"] * factor
             micro_batches = [{k: v.to(device) for k, v in train.batch(rows[i:i + micro]).items()}
                              for i in range(0, len(rows), micro)]
-            total_targets = sum(int((b["labels"] != IGNORE_INDEX).sum()) for b in micro_batches)
+            total_targets = sum(objective.targets(b) if objective is not None else
+                                int((b["labels"] != IGNORE_INDEX).sum()) for b in micro_batches)
             optimizer.zero_grad(set_to_none=True)
-            loss_sum, seen = accumulation_loss(model, micro_batches, total_targets, autocast, scaler)
+            loss_sum, seen = accumulation_loss(model, micro_batches, total_targets, autocast, scaler, objective)
             if scaler is not None:
                 scaler.unscale_(optimizer)  # clip the true gradients, not the scaled ones
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
@@ -831,6 +855,13 @@ def run_settings(**settings) -> dict:
         raise ValueError(f"unknown task {full['task']!r}; the tasks are: {', '.join(TASKS)}")
     if full["engine"] not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {full['engine']!r}")
+    if full["task"] == "answer-span":  # checked before the generic refusals, which would name another cause
+        if full["engine"] != "mini_bert":
+            raise ValueError("the answer-span task runs on the mini_bert engine only: the transformers reference "
+                             "has no span head here")
+        from .span_task import check_max_length
+
+        check_max_length(full["max_length"])
     if full["engine"] == "transformers" and (full["init"] != "minilm" or full["task"] == "truecase"):
         raise ValueError("the transformers reference runs MiniLM on a sequence or pair task")
     if full["stride"] is not None and full["task"] != "topic":
