@@ -362,6 +362,31 @@ ATTENTION_POSITIONS_3300 = register_study(Study(
 ))
 
 
+# SpanBERT's claim is about reading spans: besides held-out MLM with token, whole-word and span
+# masks, every arm is fine-tuned on the answer-span task (mini_bert.span_task: find where an
+# article says again what a blanked query span said), from 2,000 labelled examples, 128 tokens,
+# chapter 10's rate, stopped when validation stops improving for 2 epochs (the book's model
+# peaked at epoch 1 of 4 at 1,000 labels), three fine-tuning seeds as for the other tasks.
+ANSWER_SPAN_RUN = {"task": "answer-span", "labels": 2000, "max_length": 128, "max_eval": None, "epochs": 4,
+                   "patience": 2, "strategy": "full", "lr": 1e-3}
+DOWNSTREAM_SPANS = Downstream(runs={**DOWNSTREAM_1000.runs, "answer_span": ANSWER_SPAN_RUN}, repeats=3)
+
+SPAN_MASKING_3300 = register_study(Study(
+    name="span-masking-3300",
+    description="token, whole-word and span masking, and span masking + SpanBERT's span-boundary objective, at "
+                "chapter 8's 3,300 steps, each at its rate chosen on validation: held-out MLM with token, whole-word "
+                "and span masks, downstream at 1,000 labels and the answer-span task",
+    arms={"token": ("bert", {}), "whole-word": ("bert", {"masking_mode": "whole_word"}),
+          "span": ("bert", {"masking_mode": "span"}), "span-sbo": ("spanbert", {"masking_mode": "span"})},
+    baseline="token",
+    base={"cpu": Recipe(), "gpu": GPU_BASE},
+    metrics=("test.mlm@32.accuracy", "test.whole_word@32.accuracy", "test.span@32.accuracy",
+             "test.answer_span.accuracy"),
+    downstream=DOWNSTREAM_SPANS,
+    span_probe=True,
+))
+
+
 def study_lr_sweep(study: Study, factors: Sequence[float] = SWEEP_FACTORS) -> Study:
     """The learning-rate sweep of a study, registered as "{name}-lr": every arm at its own rate (cpu
     scale) times each factor, scored as the study scores (its downstream runs too, when the sweep
@@ -380,7 +405,7 @@ def study_lr_sweep(study: Study, factors: Sequence[float] = SWEEP_FACTORS) -> St
         span_probe=False, rtd_probe=study.rtd_probe, sweep_metric=study.sweep_metric))
 
 
-for _study in (ELECTRA_VS_MLM_3300, ATTENTION_POSITIONS_3300):
+for _study in (ELECTRA_VS_MLM_3300, ATTENTION_POSITIONS_3300, SPAN_MASKING_3300):
     study_lr_sweep(_study)
 
 # ============================================================================================

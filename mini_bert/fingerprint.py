@@ -75,7 +75,11 @@ PREFIX = Prefix()
 RELATIVE_TOL = 1e-4
 ABSOLUTE_TOL = 1e-6  # below this, two floats are equal whatever their ratio (a loss of 0)
 SCORE_TOL = 0.05
-SCORE_WORDS = ("accuracy", "macro_f1", "majority")
+# Scores counted over items (one item more or less moves them by a step): accuracies, F1s, majority
+# shares, ELECTRA's replaced-token recall and rate (its generator's samples may draw one token
+# otherwise when the last bits of a probability move) and the constant answer's loss computed
+# from that rate.
+SCORE_WORDS = ("accuracy", "f1", "majority", "recall", "replaced_rate", "constant_loss")
 
 
 def tolerance(key: str) -> tuple[float, float]:

@@ -254,3 +254,14 @@ def test_a_collapsed_discriminator_scores_the_constant_answer(tokenizer, docs):
     assert 0.05 < rate < 0.16  # at most the 15% masked, fewer where the generator drew the original back
     assert scores["validation.rtd.constant_loss"] == pytest.approx(ec.binary_entropy(rate))
     assert ec.binary_entropy(0.5) == pytest.approx(math.log(2)) and ec.binary_entropy(0.0) == 0.0
+
+
+def test_the_span_study_reads_every_arm_on_the_answer_span_task():
+    study = ec.get_study("span-masking-3300")
+    assert study.downstream_runs.runs["answer_span"]["task"] == "answer-span"
+    assert set(ec.DOWNSTREAM_1000.runs) < set(study.downstream_runs.runs) and study.downstream_runs.repeats == 3
+    assert "test.answer_span.accuracy" in study.metrics and study.span_probe
+    sweep = ec.get_study("span-masking-3300-lr")
+    # Chosen on held-out MLM, so the sweep scores nothing downstream.
+    assert sweep.sweep_metric == ec.SWEEP_METRIC and not sweep.downstream and len(sweep.arms) == 12
+    assert sweep.family("span-sbo-lr0.001") == "spanbert"
