@@ -29,7 +29,7 @@ from typing import Iterable, Sequence
 import torch
 
 from .data import UNCATEGORIZED, Document, load_corpus, topic_labels
-from .finetuning import CASES, IGNORE_INDEX, Task, _subsample, encode_tagged, word_case
+from .finetuning import CASES, Task, _subsample, encode_tagged, truecase_sentences
 from .recipe import Recipe
 from .runtime import seed_everything
 from .tokenization import pre_tokenize
@@ -114,21 +114,6 @@ def text_documents(texts: Iterable[str], split: str = "train") -> list[Document]
 # ============================================================================================
 # Tasks inside and outside a domain
 # ============================================================================================
-
-def truecase_sentences(documents: Iterable[Document]) -> list[tuple[list[str], list[int]]]:
-    """Chapter 10's truecase examples (finetuning.truecase_examples) of the given documents: every
-    sentence as lower-cased words with their case labels, the first word and words without letters
-    unlabelled (IGNORE_INDEX)."""
-    examples = []
-    for doc in documents:
-        for sentence in doc.sentences:
-            words = pre_tokenize(sentence, lowercase=False)
-            tags = [word_case(w) for w in words]
-            tags = [IGNORE_INDEX if t is None or i == 0 else t for i, t in enumerate(tags)]
-            if any(t != IGNORE_INDEX for t in tags):
-                examples.append(([w.lower() for w in words], tags))
-    return examples
-
 
 def truecase_task(tokenizer, max_length: int = 64, *, topic: str = DOMAIN, inside: bool = True,
                   labels: int | None = 2000, seed: int = 0, max_eval: int | None = None) -> Task:

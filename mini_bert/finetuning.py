@@ -543,10 +543,17 @@ def truecase_examples(split: str) -> list[tuple[list[str], list[int]]]:
     by rule, not by meaning, so it carries no label (IGNORE_INDEX); neither do words without
     letters."""
     from .data import load_corpus
+
+    return truecase_sentences(load_corpus(split))
+
+
+def truecase_sentences(documents) -> list[tuple[list[str], list[int]]]:
+    """truecase_examples of the given documents (a split, or one topic's articles: the domain
+    tasks of mini_bert.domain), every sentence with at least one labelled word."""
     from .tokenization import pre_tokenize
 
     examples = []
-    for doc in load_corpus(split):
+    for doc in documents:
         for sentence in doc.sentences:
             words = pre_tokenize(sentence, lowercase=False)
             tags = [word_case(w) for w in words]
