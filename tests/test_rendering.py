@@ -613,3 +613,145 @@ def test_chapter_screenshot(stem, tmp_path):
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(keep) / shot.name)
+
+
+# ============================================================================================
+# The reader's page at 1,400 px (issue 27): nothing scrolls sideways, figures at full size,
+# labels in words, exercise references that resolve, and an accessibility check
+# ============================================================================================
+
+READER_WIDTH = 1400  # the window the issue's measurements were made in
+
+# Chapters whose figures are drawn again when they are rewritten on new experiment logs (their
+# notebooks cannot run until those logs are current); strict xfail: remove a chapter from the
+# list when its figures meet the standard.
+FIGURES_PENDING = {"10_finetuning", "11_roberta", "12_albert", "13_sop_vs_nsp", "15_equal_compute"}
+LABELS_PENDING = {"15_equal_compute"}
+
+
+def _pending(stems, reason, pending=FIGURES_PENDING):
+    return [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=reason)) if s in pending
+            else s for s in stems]
+
+
+CHAPTER_STEMS = [p.split("/", 1)[1] for p in CHAPTERS]
+
+
+def _at_reader_width(tab: Tab) -> None:
+    tab.browser.send("Emulation.setDeviceMetricsOverride", {"width": READER_WIDTH, "height": 900,
+                                                            "deviceScaleFactor": 1, "mobile": False},
+                     session=tab.session)
+    tab.eval("new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+
+
+# Code inputs, outputs (the checkers' hints are outputs) and the code of solutions and exercises.
+_SCROLLING_JS = """Array.from(document.querySelectorAll(
+    '.cell_input pre, .cell_output pre, .output pre, .highlight pre, .cell_output .output'))
+  .filter(e => e.getClientRects().length > 0 && e.scrollWidth > e.clientWidth + 1)
+  .map(e => ({where: e.closest('.cell_output, .output') ? 'output' : 'code',
+              text: e.innerText.split('\\n').reduce((a, b) => a.length >= b.length ? a : b, '').slice(0, 100),
+              over: e.scrollWidth - e.clientWidth}))"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("path", PAGES)
+def test_no_code_or_output_scrolls_sideways(browser, path):
+    html = built(path)
+    with browser.open(html.as_uri()) as tab:
+        _at_reader_width(tab)
+        # Open the solutions: their code must fit too.
+        tab.eval("document.querySelectorAll('.solution .admonition-title, details summary')"
+                 ".forEach(t => t.click())")
+        scrolling = tab.eval(_SCROLLING_JS)
+        assert not scrolling, f"{path}: boxes with a horizontal scrollbar at {READER_WIDTH} px: {scrolling}"
+
+
+_FIGURES_JS = """Array.from(document.querySelectorAll('.cell_output img, figure img'))
+  .filter(i => i.naturalWidth > 0)
+  .map(i => ({src: i.src.split('/').pop(), natural: i.naturalWidth, shown: i.getBoundingClientRect().width}))"""
+
+
+@needs_chromium
+@pytest.mark.parametrize("stem", _pending(CHAPTER_STEMS, "figures redrawn when the chapter is rewritten"))
+def test_figures_are_shown_at_their_full_size(browser, stem):
+    html = built(f"chapters/{stem}")
+    with browser.open(html.as_uri()) as tab:
+        _at_reader_width(tab)
+        shrunk = [f for f in tab.eval(_FIGURES_JS) if f["shown"] < 0.9 * f["natural"]]
+    assert not shrunk, (f"{stem}: figures shown at less than 90% of their width (text shrinks with them; "
+                        f"draw them at most {7.6} inches wide, mini_bert.views.figures): {shrunk}")
+
+
+# What draws a metric key of the logs ("test.topic_full.accuracy") as a label, unless the cell
+# turns it into words (mini_bert.views.figures.readable / metric_label) or sets its own label.
+_KEY_AS_LABEL = re.compile(r"set_[xy]label\(\s*(metric|key)\s*[,)]|\bplot_grid\(")
+_LABELLED = re.compile(r"\breadable\(|\bmetric_label\(|set_ylabel\(\s*[f]?[\"']")
+
+
+@pytest.mark.parametrize("stem", _pending(CHAPTER_STEMS, "figures redrawn when the chapter is rewritten",
+                                          LABELS_PENDING))
+def test_no_figure_is_labelled_with_a_metric_key(stem):
+    from mini_bert.views.figures import is_metric_key
+
+    keyed = []
+    for i, cell in enumerate(_notebook(stem)["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        code = "".join(cell["source"])
+        images = any(k.startswith("image/") for o in cell.get("outputs", []) for k in o.get("data", {}))
+        literal = [s for s in re.findall(r"set_[xy]label\(\s*[\"']([^\"']+)[\"']", code) if is_metric_key(s)]
+        if literal or (images and _KEY_AS_LABEL.search(code) and not _LABELLED.search(code)):
+            keyed.append(i)
+    assert not keyed, f"{stem}: cells that label a figure with a metric key (use metric_label): {keyed}"
+
+
+@needs_chromium
+@pytest.mark.parametrize("path", PAGES)
+def test_exercise_references_resolve(browser, path):
+    html = built(path)
+    text = html.read_text(encoding="utf-8")
+    if "std-numref" not in text and 'class="exercise' not in text:
+        pytest.skip(f"{path} has no exercises and no numbered references")
+    with browser.open(html.as_uri()) as tab:
+        numbers = tab.eval("""Array.from(document.querySelectorAll('.exercise .admonition-title'))
+          .map(t => t.innerText.split('(')[0].trim())""")
+        links = tab.eval("""Array.from(document.querySelectorAll('a.reference.internal'))
+          .filter(a => a.querySelector('.std-numref'))
+          .map(a => ({text: a.innerText.trim(), href: a.href}))""")
+    stem = path.split("/")[-1]
+    if path.startswith("chapters/"):
+        chapter = int(stem[:2])
+        assert numbers == [f"Exercise {chapter}.{k}" for k in range(1, len(numbers) + 1)], numbers
+    for link in links:
+        target, _, anchor = link["href"].partition("#")
+        assert re.fullmatch(r"Exercise \d+\.\d+", link["text"]) or not link["text"].startswith("Exercise"), link
+        page_text = Path(target.replace("file://", "")).read_text(encoding="utf-8")
+        assert f'id="{anchor}"' in page_text, f"{path}: {link['text']} points to a missing anchor {link['href']}"
+
+
+# Accessibility: axe-core (npm, pinned in tests/axe/package.json: npm ci --prefix tests/axe) run
+# in the page. Violations of the theme itself (the sidebar, the header buttons, the search) are not
+# the book's content; the book's own content is what sits in the article.
+AXE = ROOT / "tests" / "axe" / "node_modules" / "axe-core" / "axe.min.js"
+needs_axe = pytest.mark.skipif(not AXE.is_file(), reason="no axe-core: npm ci --prefix tests/axe")
+CONTENT = "#main-content article, .bd-article"
+
+
+def _axe_violations(tab: Tab) -> list[dict]:
+    tab.eval(AXE.read_text(encoding="utf-8") + "\n;true")
+    return tab.eval(f"""axe.run({{include: [{json.dumps(CONTENT)}]}},
+        {{resultTypes: ['violations'], runOnly: ['wcag2a', 'wcag2aa', 'best-practice']}})
+      .then(r => r.violations.filter(v => ['critical', 'serious'].includes(v.impact)).map(v => ({{
+        id: v.id, impact: v.impact, help: v.help,
+        nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ') + ': ' + n.html.slice(0, 120))}})))""")
+
+
+@needs_chromium
+@needs_axe
+@pytest.mark.parametrize("path", PAGES)
+def test_no_serious_accessibility_violations(browser, path):
+    html = built(path)
+    with browser.open(html.as_uri()) as tab:
+        _at_reader_width(tab)
+        violations = _axe_violations(tab)
+    assert not violations, f"{path}: {json.dumps(violations, indent=1)}"

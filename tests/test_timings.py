@@ -3,6 +3,7 @@ must be exactly what the script makes of the shipped JSON, and cover every chapt
 from __future__ import annotations
 
 import importlib.util
+import re
 import json
 from pathlib import Path
 
@@ -63,3 +64,41 @@ def test_machines_of_one_kind_compare_equal():
     assert timings.machine_kind(m) == timings.machine_kind({**m, "memory_bytes": 25276502016, "platform": "another"})
     assert timings.machine_kind(m) != timings.machine_kind({**m, "logical_cores": 4})
     assert timings.machine_kind(m) != timings.machine_kind({**m, "memory_bytes": 2 * m["memory_bytes"]})
+
+
+# A chapter's opening line "Runs in about N s on a 2-core CPU" is a promise to the reader. It may
+# round, and it may quote the first (cold) reading, but it must not promise less than the cache-warm
+# time measured on appendix/timings.md, nor more than the slower of the two readings:
+# 0.75 x warm <= promised <= 1.35 x max(warm, cold) + 10 s.
+PROMISE = re.compile(r"[Rr]uns in about\s+(\d+(?:\.\d+)?)\s+(s|seconds?|minutes?|min)\b")
+LOW, HIGH, SLACK = 0.75, 1.35, 10.0
+
+
+def promised_seconds(markdown: str) -> float | None:
+    found = PROMISE.search(markdown)
+    if not found:
+        return None
+    value, unit = float(found.group(1)), found.group(2)
+    return value * 60 if unit.startswith("min") else value
+
+
+def test_promised_seconds():
+    assert promised_seconds("Runs in about 35 s on a 2-core CPU") == 35
+    assert promised_seconds("runs in about 2.5 minutes on a 2-core CPU") == 150
+    assert promised_seconds("runs in about\n3 minutes") == 180
+    assert promised_seconds("no promise") is None
+
+
+def test_every_chapter_promises_what_the_timings_measured():
+    timings = script()
+    results = json.loads(timings.RESULTS.read_text())["chapters"]
+    wrong = []
+    for path in timings.book_chapters():
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        markdown = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+        promised = promised_seconds(markdown)
+        assert promised is not None, f"{path.stem}: say 'Runs in about N s on a 2-core CPU'"
+        warm, cold = results[path.stem]["warm"]["seconds"], results[path.stem]["cold"]["seconds"]
+        if not LOW * warm <= promised <= HIGH * max(warm, cold) + SLACK:
+            wrong.append(f"{path.stem}: promises {promised:.0f} s, measured {warm:.0f} s warm, {cold:.0f} s cold")
+    assert not wrong, "update the chapters' 'Runs in about' lines (appendix/timings.md): " + "; ".join(wrong)

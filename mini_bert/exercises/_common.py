@@ -17,11 +17,25 @@ The module's name does not start with "ch", so the package does not re-export an
 from __future__ import annotations
 
 import functools
+import textwrap
 from typing import Callable
 
 import torch
 
 ATOL = 1e-5  # the default tolerance of `_close`
+WIDTH = 88  # the book's code box shows about 91 characters: a report line never scrolls
+
+
+def _say(text: str, indent: str = "", more: str = "      ") -> None:
+    """Print `text` after `indent`, wrapped at WIDTH characters (continuation lines start with
+    `more`). Lines of the text that already fit (a tensor's rows) are printed as they are."""
+    for i, line in enumerate(str(text).splitlines() or [""]):
+        first = indent if i == 0 else more
+        if len(first + line) <= WIDTH:
+            print(first + line)
+        else:
+            print(textwrap.fill(line, WIDTH, initial_indent=first, subsequent_indent=more,
+                                break_long_words=True, break_on_hyphens=False))
 
 
 def _report(name: str, problems: list[str], passed: list[str]) -> bool:
@@ -32,17 +46,18 @@ def _report(name: str, problems: list[str], passed: list[str]) -> bool:
     only that the exercise is not written yet.
     """
     if problems and all("NotImplementedError" in line for line in problems):
-        print(f"{name}: not written yet (your function raises NotImplementedError). "
-              "Replace the `raise` line with your code and run the checker again.")
+        _say(f"{name}: not written yet (your function raises NotImplementedError). "
+             "Replace the `raise` line with your code and run the checker again.", more="  ")
         return False
     for line in passed:
-        print(f"  ok: {line}")
+        _say(line, "  ok: ")
     for line in problems:
-        print(f"  WRONG: {line}")
+        _say(line, "  WRONG: ", more="         ")
     if problems:
-        print(f"{name}: {len(problems)} problem(s); fix the first one and run the checker again.")
+        _say(f"{name}: {len(problems)} problem(s); fix the first one and run the checker again.",
+             more="  ")
         return False
-    print(f"{name}: all {len(passed)} checks passed." if len(passed) > 1 else f"{name}: the check passed.")
+    _say(f"{name}: all {len(passed)} checks passed." if len(passed) > 1 else f"{name}: the check passed.")
     return True
 
 

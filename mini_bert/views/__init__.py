@@ -17,6 +17,8 @@ One module per view, in book order (every public name is also here, `from mini_b
 - `grid` (Part III): the arm chooser on a shipped grid. `choose_arms` restricts a grid's log to
   some arms read against one of them, `comparison_html` tables it, `grid_chooser` / `GridChooser`
   make it interactive; mini_bert.runs.plot_grid on `choose_arms` is the static twin.
+- `figures`: the book's figure standard (width, fonts, labels in words, shared ranges):
+  `use_book_style`, `subplots`, `metric_label`, `readable`, `share_range`, `figure_problems`.
 - `_common`: the shared helpers (the ipywidgets import, HTML escaping, a figure as PNG) and
   `KernelFreeView`, what the kernel-free views return.
 
@@ -27,9 +29,10 @@ a network, identically in Jupyter, Colab and the rendered book.
 """
 from __future__ import annotations
 
-from . import grid, heads, masking
+from . import figures, grid, heads, masking
 from ._common import KernelFreeView
 from .bertviz import BOOK_WIDTH, MODEL_VIEW_MIN_HEADS, bertviz_html
+from .figures import figure_problems, metric_label, readable, share_range, use_book_style
 from .grid import choose_arms, comparison_html, grid_chooser
 from .heads import (
     ARC_THRESHOLD,
@@ -83,6 +86,8 @@ __all__ = [
     "compute_head_view", "head_stats_html", "plot_attention_heatmap", "plot_attention_arcs", "plot_head_view",
     "plot_layer_heads", "plot_all_heads", "attention_explorer",
     "OVERVIEW_STATS", "head_explorer_data", "kernel_free_head_explorer",
+    # figures (every chapter)
+    "use_book_style", "metric_label", "readable", "share_range", "figure_problems",
     # grid (Part III)
     "choose_arms", "comparison_html", "grid_chooser",
     # kernel-free views

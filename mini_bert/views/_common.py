@@ -80,12 +80,14 @@ def _script_json(value) -> str:
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def _select(name: str, labels, selected: int, label: str) -> str:
-    """A labelled <select> of a kernel-free view (data-mbv=name), option values 0, 1, ..."""
+def _select(name: str, labels, selected: int, label: str, aria: str | None = None) -> str:
+    """A labelled <select> of a kernel-free view (data-mbv=name), option values 0, 1, ...
+    aria: the name a screen reader announces, for a select whose visible label is empty."""
     options = "".join(f'<option value="{i}"{" selected" if i == selected else ""}>{_escape(text)}</option>'
                       for i, text in enumerate(labels))
+    named = f' aria-label="{_escape(aria)}"' if aria else ""
     return (f'<label style="margin-right:12px;white-space:nowrap">{_escape(label)} '
-            f'<select data-mbv="{name}" style="max-width:100%">{options}</select></label>')
+            f'<select data-mbv="{name}"{named} style="max-width:100%">{options}</select></label>')
 
 
 def _slider(name: str, count: int, selected: int, label: str, readout: str) -> str:

@@ -17,6 +17,10 @@ _MODEL_VIEW_SIZING = {  # bertviz's model_view.js (bertviz 1.4): what we change,
 }
 
 
+# bertviz's <select> elements and what they choose.
+_SELECT_NAMES = {"layer": "layer", "filter": "attention between which sentences"}
+
+
 def bertviz_html(view: str, attentions: torch.Tensor, tokens: list[str], sentence_b_start: int | None = None,
                  *, width: int = BOOK_WIDTH, min_heads: int = MODEL_VIEW_MIN_HEADS, **options) -> str:
     """A bertviz "head" or "model" view of attentions (1, layers, heads, L, L), as HTML a notebook keeps.
@@ -42,4 +46,8 @@ def bertviz_html(view: str, attentions: torch.Tensor, tokens: list[str], sentenc
     if view == "model":
         for old, new in _MODEL_VIEW_SIZING.items():
             page = page.replace(old, new.format(width=int(width), min_heads=int(min_heads)))
+    # bertviz's drop-downs have a visible word before them but no label a screen reader can
+    # announce (an accessibility check of the book flags them): name them.
+    for select, name in _SELECT_NAMES.items():
+        page = page.replace(f'<select id="{select}">', f'<select id="{select}" aria-label="{name}">')
     return f'<div class="bertviz-output" style="overflow-x:auto">{page}</div>'

@@ -22,6 +22,7 @@ import torch
 
 from ..inspection import attention_maps, encode_sentence, head_summary
 from ._common import BLUES, KernelFreeView, _element_id, _escape, _figure_png, _kernel_free_html, _select, _slider, _widgets
+from .figures import WIDTH
 
 # The statistics the explorer prints for the chosen head, with their labels.
 HEAD_STAT_LABELS = {"previous": "previous token", "next": "next token", "self": "itself",
@@ -119,7 +120,7 @@ def plot_attention_arcs(view: HeadView, ax=None, threshold: float = ARC_THRESHOL
     return ax
 
 
-def plot_head_view(view: HeadView, figsize=(10, 5.2)):
+def plot_head_view(view: HeadView, figsize=(WIDTH, 4.8)):
     """Heatmap and arcs side by side, with the statistics in the title: the explorer's picture."""
     import matplotlib.pyplot as plt
 
@@ -127,7 +128,7 @@ def plot_head_view(view: HeadView, figsize=(10, 5.2)):
     plot_attention_heatmap(view, ax=left, colorbar=True)
     plot_attention_arcs(view, ax=right)
     s = view.stats
-    fig.suptitle(f"{view.model_name}, layer {view.layer}, head {view.head}: entropy {s['entropy']:.2f} nats; "
+    fig.suptitle(f"{view.model_name}, layer {view.layer}, head {view.head}: entropy {s['entropy']:.2f} nats;\n"
                  f"previous {100 * s['previous']:.0f}%, next {100 * s['next']:.0f}%, "
                  f"self {100 * s['self']:.0f}%, [CLS] {100 * s['[CLS]']:.0f}%, [SEP] {100 * s['[SEP]']:.0f}%",
                  fontsize=9)
@@ -146,6 +147,7 @@ def plot_layer_heads(model, tokenizer, text: str, layer: int, model_name: str = 
         attentions = attention_maps(model, enc.ids, enc.token_type_ids)[0]
     heads = attentions.shape[1]
     rows = -(-heads // columns)
+    size = min(size, WIDTH / columns)  # the whole figure fits the book's column
     fig, axes = plt.subplots(rows, columns, figsize=(columns * size, rows * (size + 0.25) + 0.4), squeeze=False)
     for h, ax in enumerate(axes.flat):
         if h >= heads:
@@ -154,7 +156,7 @@ def plot_layer_heads(model, tokenizer, text: str, layer: int, model_name: str = 
         view = compute_head_view(model, tokenizer, text, layer, h, model_name, attentions=attentions,
                                  max_length=max_length)
         plot_attention_heatmap(view, ax=ax, labels=False,
-                               title=f"head {h}  H={view.stats['entropy']:.2f}", fontsize=7)
+                               title=f"head {h}  H={view.stats['entropy']:.2f}", fontsize=8)
     fig.suptitle(f"{model_name}: the {heads} heads of layer {layer} ({len(tokens)} tokens; rows attend to columns)",
                  fontsize=10)
     fig.tight_layout()
@@ -174,6 +176,7 @@ def plot_all_heads(model, tokenizer, text: str, model_name: str = "", size: floa
     if attentions is None:
         attentions = attention_maps(model, enc.ids, enc.token_type_ids)[0]
     layers, heads = attentions.shape[:2]
+    size = min(size, (WIDTH - 0.6) / heads)  # the whole figure fits the book's column
     fig, axes = plt.subplots(layers, heads, figsize=(max(heads * size, 3.2) + 0.6, layers * size + 0.6),
                              squeeze=False)
     for l in range(layers):
@@ -409,7 +412,7 @@ def kernel_free_head_explorer(models: dict, texts: list[str] | None = None, *, m
         '<div data-mbv="stats" style="margin-bottom:4px"></div>'
         '<div data-mbv="drawing" style="display:flex;flex-wrap:wrap;align-items:flex-start;overflow-x:auto"></div>'
         f'<div style="margin-top:6px">Every head of the model on this sentence, coloured by '
-        f'{_select("stat", data["overview_labels"], list(OVERVIEW_STATS).index(stat), "")}'
+        f'{_select("stat", data["overview_labels"], list(OVERVIEW_STATS).index(stat), "", "colour the heads by")}'
         '(in %; click a head to show it):</div>'
         '<div data-mbv="overview" style="overflow-x:auto"></div>'
     )

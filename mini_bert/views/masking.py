@@ -163,7 +163,7 @@ def _token_boxes_html(result: MaskedText) -> str:
             f'<span title="{_escape(title)}" style="display:inline-block;text-align:center;'
             f'background:{color};border:{border};border-radius:4px;padding:1px 4px;margin:2px 1px;'
             f'font-family:monospace;line-height:1.2">{_escape(shown)}'
-            f'<br><span style="font-size:75%;color:#555">{below}</span></span>'
+            f'<br><span style="font-size:75%;color:#333">{below}</span></span>'
         )
     return "".join(boxes)
 
@@ -352,7 +352,7 @@ function draw() {
     boxes.push('<span title="' + esc(title) + '" style="display:inline-block;text-align:center;background:' +
       (special ? D.special_color : D.colors[c]) + ";border:" + (special ? "1px dashed #999" : "1px solid #ccc") +
       ';border-radius:4px;padding:1px 4px;margin:2px 1px;font-family:monospace;line-height:1.2">' + esc(shown[i]) +
-      '<br><span style="font-size:75%;color:#555">' + (c !== 0 ? esc(tok) : "&nbsp;") + "</span></span>");
+      '<br><span style="font-size:75%;color:#333">' + (c !== 0 ? esc(tok) : "&nbsp;") + "</span></span>");
   }
   var note = sentence.truncated ? ' <span style="color:#a00">(text cut to the first ' + D.max_tokens + " tokens)</span>" : "";
   q("tokens").innerHTML = boxes.join("");
