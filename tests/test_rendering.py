@@ -16,6 +16,12 @@ saying so, without one. The browser resolves no host name: pages load from the d
 offline reader would open them, so the tests do not depend on a network or a CDN. Set
 RENDERING_ONLINE=1 to let it reach the network (then no JavaScript error is excused at all), and
 RENDERING_SCREENSHOT_DIR to keep the screenshots.
+
+The reader's-page tests (issue 27) look at every page in a 1,400 px window: no code, output or
+hint scrolls sideways, figures are shown at (nearly) their full width, exercise references
+resolve, and axe-core finds no critical or serious accessibility violation in the article. axe-core
+comes from npm, pinned in tests/axe (`npm ci --prefix tests/axe`; `.ci/run` does it); without it
+that test is skipped and says so.
 """
 from __future__ import annotations
 
