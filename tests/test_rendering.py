@@ -766,3 +766,13 @@ def test_no_serious_accessibility_violations(browser, path):
         _at_reader_width(tab)
         violations = _axe_violations(tab)
     assert not violations, f"{path}: {json.dumps(violations, indent=1)}"
+
+
+@needs_chromium
+def test_glued_numbers_read_as_text(browser):
+    # myst-nb's stylesheet makes every glued value bold; the book's (_static/book.css) does not.
+    html = built("chapters/08_pretraining")
+    with browser.open(html.as_uri()) as tab:
+        weights = tab.eval("""Array.from(document.querySelectorAll('p span.pasted-text')).map(e =>
+            [getComputedStyle(e).fontWeight, getComputedStyle(e.parentElement).fontWeight])""")
+    assert weights and all(own == parent for own, parent in weights), weights[:5]
