@@ -655,11 +655,13 @@ def _at_reader_width(tab: Tab) -> None:
     tab.eval("new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
 
 
-# Code inputs, outputs (the checkers' hints are outputs) and the code of solutions and exercises.
+# Code inputs, outputs (the checkers' hints are outputs), the code of solutions and exercises,
+# and tables (the teaching guide's table of checkers was once clipped over thousands of pixels).
 _SCROLLING_JS = """Array.from(document.querySelectorAll(
-    '.cell_input pre, .cell_output pre, .output pre, .highlight pre, .cell_output .output'))
+    '.cell_input pre, .cell_output pre, .output pre, .highlight pre, .cell_output .output, ' +
+    '.bd-article .pst-scrollable-table-container'))
   .filter(e => e.getClientRects().length > 0 && e.scrollWidth > e.clientWidth + 1)
-  .map(e => ({where: e.closest('.cell_output, .output') ? 'output' : 'code',
+  .map(e => ({where: e.querySelector('table') ? 'table' : e.closest('.cell_output, .output') ? 'output' : 'code',
               text: e.innerText.split('\\n').reduce((a, b) => a.length >= b.length ? a : b, '').slice(0, 100),
               over: e.scrollWidth - e.clientWidth}))"""
 
