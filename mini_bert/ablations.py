@@ -28,7 +28,6 @@ score_run on the arm's own first steps), which decides whether the log is curren
 """
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import platform
@@ -41,11 +40,12 @@ from typing import Sequence
 
 import torch
 
-from .cache import atomic_write_text, code_version
+from .cache import code_version
 from .checkpoint import save_checkpoint
 from .evaluation import sentence_features, train_logistic_probe
+from .engine import LogPlan, run_log, seed_list
 from .finetune_runs import get_study, read_log
-from .fingerprint import (PREFIX, Prefix, fingerprint, isolated, parameter_norm, prefix_recipe, resume_fingerprints,
+from .fingerprint import (PREFIX, Prefix, fingerprint, isolated, parameter_norm, prefix_recipe,
                           rounded)
 from .finetuning import prefix_settings, run_finetune
 from .heldout import sentence_batch
@@ -436,47 +436,26 @@ def score_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
     a stopped command resumes. Runs missing from the run cache are trained first (the same runs
     as the grid's: `grid` and this command may run in either order). Returns the log."""
     experiment = get_experiment(name)
-    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    if not seed_list or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seed_list):
-        raise ValueError(f"seeds must be a number >= 1 or a list of non-negative seeds, got {seeds!r}")
+    seeds = seed_list(seeds)
     if scale not in experiment.base:
         raise ValueError(f"experiment {name!r} has no {scale!r} scale; use one of: {', '.join(experiment.base)}")
-    path = Path(results) if results is not None else scores_path(name, scale)
     header = {"format": SCORES_FORMAT, "experiment": name, "scale": scale,
               "code_version": code_version(*ABLATION_CODE), "run_code_version": code_version(),
-              "command": scores_command(name, seed_list, scale),
+              "command": scores_command(name, seeds, scale),
               "machine": {"python": platform.python_version(), "torch": torch.__version__,
                           "threads": torch.get_num_threads()},
               "probe": {"length": PROBE_LENGTH, "train": PROBE_TRAIN, "eval": PROBE_EVAL, "features": "cls"},
               "downstream": downstream_of(experiment).definition()}
-
-    def fingerprint_of(arm: str, seed: int, prefix: Prefix) -> dict:
-        return score_fingerprint(experiment, arm, seed, scale, prefix=prefix)
-
-    records: list[dict] = []
-    log = None
-    if path.exists():
-        log = read_scores(path)
-        if (log.get("experiment"), log.get("scale")) != (name, scale):
-            raise ValueError(f"{path} holds scores of another experiment or scale ({log.get('experiment')}, "
-                             f"{log.get('scale')}); delete it or pass results= a new path")
-        records = log["runs"]
-        # The command that regenerates the whole log: every seed in it, this call's and earlier ones'.
-        header["command"] = scores_command(name, sorted(set(seed_list) | {r["seed"] for r in records}), scale)
+    path = Path(results) if results is not None else scores_path(name, scale)
     arms = [*experiment.arms, UNTRAINED]
-    done = {(r["arm"], r["seed"]) for r in records}
-    todo = [(arm, seed) for seed in seed_list for arm in arms if (arm, seed) not in done]
-    # Scores of other behaviour are never mixed: refused here, before anything is scored.
-    header["fingerprints"] = resume_fingerprints(log, path, header["code_version"], todo, fingerprint_of)
-    from tqdm.auto import tqdm
-
-    for arm, seed in tqdm(todo, desc=f"scores {name}", unit="run", disable=not progress):
-        records.append(json.loads(json.dumps(score_run(experiment, arm, seed, scale, device=device))))
-        records.sort(key=lambda r: (r["seed"], arms.index(r["arm"]) if r["arm"] in arms else len(arms)))
-        header["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1))
-    if not path.exists():
-        atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1))
+    run_log(LogPlan(
+        path=path, header=header, read=read_scores, identity={"experiment": "experiment", "scale": "scale"},
+        arms=arms, seeds=seeds, order=arms, work=score_run,
+        item=lambda arm, seed: dict(experiment=experiment, arm=arm, seed=seed, scale=scale, device=device),
+        fingerprint_of=lambda arm, seed, prefix: score_fingerprint(experiment, arm, seed, scale, prefix=prefix),
+        # The command that regenerates the whole log: every seed in it, this call's and earlier ones'.
+        command=lambda seeds: scores_command(name, seeds, scale), command_covers_log=True, date_every_write=True,
+        description=f"scores {name}"), progress)
     return read_scores(path)
 
 

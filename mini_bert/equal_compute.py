@@ -28,7 +28,6 @@ and a fingerprint per arm (`arm_fingerprint`): run_arm on the arm's first steps.
 """
 from __future__ import annotations
 
-import datetime
 import json
 import math
 import platform
@@ -44,16 +43,17 @@ from torch import nn
 from .ablations import (DOWNSTREAM, DOWNSTREAM_1000, UNTRAINED, Downstream, downstream_scores,
                         split_downstream_counts, training_curve)
 from .batches import EVAL_MASKING_SEED, PretrainingData, recipe_batches, unigram_token
-from .cache import atomic_write_text, code_version
+from .cache import code_version
 from .checkpoint import save_checkpoint
 from .config import BertConfig
 from .data import load_corpus
 from .deberta import DebertaConfig, DebertaModel
+from .engine import LogPlan, run_log, seed_list
 from .electra import ElectraForPreTraining, electra_objectives, step_flops
 from .evaluation import evaluate_mlm
 from .examples import tokenize_documents
 from .fingerprint import (PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
-                          resume_fingerprints, rounded, update_norm)
+                          rounded, update_norm)
 from .loop import (PretrainingNet, TrainState, autocast_context, log_step, lr_factor, make_optimizer, new_history,
                    setup_processes, train_step)
 from .model import BertForPreTraining, MLMHead
@@ -573,10 +573,6 @@ def study_command(name: str, seeds: Sequence[int], scale: str) -> str:
             f"--scale {scale}")
 
 
-def _init_worker(threads: int) -> None:
-    torch.set_num_threads(threads)
-
-
 def study_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu", device=None,
                results: str | Path | None = None, jobs: int = 1, threads: int | None = None,
                arms: Sequence[str] | None = None, progress: bool = True) -> GridResult:
@@ -584,60 +580,21 @@ def study_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
     only) into its log (default results/{name}-{scale}.json), rewritten after every run so that a
     stopped command resumes; `jobs` worker processes of `threads` torch threads each."""
     study = get_study(name)
-    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    if not seed_list or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seed_list):
-        raise ValueError(f"seeds must be a number >= 1 or a list of non-negative seeds, got {seeds!r}")
+    seeds = seed_list(seeds)
     arm_names = [*study.arms, UNTRAINED] if arms is None else list(arms)
     for arm in arm_names:
         study.recipe(arm, scale, 0)  # unknown arms and scales fail here, before anything trains
     path = Path(results) if results is not None else study_path(name, scale)
     header = {"format": RESULTS_FORMAT, "experiment": name, "scale": scale, "max_docs": None,
-              "code_version": code_version(*STUDY_CODE), "command": study_command(name, seed_list, scale),
+              "code_version": code_version(*STUDY_CODE), "command": study_command(name, seeds, scale),
               "description": study.description, "baseline": study.baseline, "metrics": list(study.metrics)}
-    def fingerprint_of(arm: str, seed: int, prefix: Prefix) -> dict:
-        return arm_fingerprint(study, arm, seed, scale, prefix=prefix)
-
-    records: list[dict] = []
-    log = None
-    if path.exists():
-        log = read_results(path)
-        if (log.get("experiment"), log.get("scale")) != (name, scale):
-            raise ValueError(f"{path} holds runs of another study or scale ({log.get('experiment')}, "
-                             f"{log.get('scale')}); delete it or pass results= a new path")
-        records = log["runs"]
-        header["command"] = study_command(name, sorted(set(seed_list) | {r["seed"] for r in records}), scale)
-    done = {(r["arm"], r["seed"]) for r in records}
-    todo = [(arm, seed) for seed in seed_list for arm in arm_names if (arm, seed) not in done]
-    order = [*study.arms, UNTRAINED]
-    # Runs of other behaviour are never mixed: refused here, before anything trains.
-    header["fingerprints"] = resume_fingerprints(log, path, header["code_version"], todo, fingerprint_of)
-
-    def finish(record: dict) -> None:
-        records.append(json.loads(json.dumps(record)))
-        records.sort(key=lambda r: (r["seed"], order.index(r["arm"])))
-        header["date"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-        atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1))
-
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(todo), desc=f"study {name}", unit="run", disable=not progress)
-    if jobs == 1:
-        for arm, seed in todo:
-            finish(run_arm(study, arm, seed, scale, device=device))
-            bar.update(1)
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                 initializer=_init_worker, initargs=(threads or 1,)) as pool:
-            futures = [pool.submit(run_arm, study, arm, seed, scale, device=device) for arm, seed in todo]
-            for future in as_completed(futures):
-                finish(future.result())
-                bar.update(1)
-    bar.close()
-    if not path.exists():
-        atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1))
+    run_log(LogPlan(
+        path=path, header=header, read=read_results, identity={"experiment": "study", "scale": "scale"},
+        arms=arm_names, seeds=seeds, order=[*study.arms, UNTRAINED], work=run_arm,
+        item=lambda arm, seed: dict(study=study, arm=arm, seed=seed, scale=scale, device=device),
+        fingerprint_of=lambda arm, seed, prefix: arm_fingerprint(study, arm, seed, scale, prefix=prefix),
+        command=lambda seeds: study_command(name, seeds, scale), command_covers_log=True, date_every_write=True,
+        jobs=jobs, threads=threads or 1, description=f"study {name}"), progress)
     return load_study(name, scale, results=path)
 
 

@@ -19,15 +19,15 @@ import datetime
 import json
 import math
 import platform
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from .cache import PACKAGE, atomic_write_text, code_version
-from .fingerprint import is_current, resume_fingerprints
+from .cache import PACKAGE, code_version
+from .engine import LogPlan, run_log, seed_list
+from .fingerprint import is_current
 from .finetuning import STRATEGIES, finetune_fingerprint, run_finetune, run_settings
 from .runs import SCALES, PairedDifference, mean_std, paired_difference
 from .runtime import pick_device
@@ -206,10 +206,6 @@ def _work(arm: str, seed: int, settings: dict, device) -> dict:
             "code_version": code_version(*FINETUNE_CODE)}
 
 
-def _init_worker(threads: int) -> None:
-    torch.set_num_threads(threads)
-
-
 def read_log(path: str | Path, format: str = RESULTS_FORMAT, what: str = "fine-tuning log") -> dict:
     """A JSON log of runs in `format` (a fine-tuning grid's by default; mini_bert.ablations reads its
     scores logs with it too); ValueError naming the file when it is not one."""
@@ -228,9 +224,7 @@ def finetune_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cp
     """Run every arm x seed of study `name` not yet in its log (default
     mini_bert/results/finetune-{name}-{scale}.json), rewriting the log after every run."""
     study = get_study(name)
-    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    if not seed_list or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seed_list):
-        raise ValueError(f"seeds must be a number >= 1 or a list of non-negative seeds, got {seeds!r}")
+    seeds = seed_list(seeds)
     settings = study.arm_settings(scale)
     arm_names = list(settings) if arms is None else list(arms)
     wrong = [a for a in arm_names if a not in settings]
@@ -242,65 +236,36 @@ def finetune_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cp
     path = Path(results) if results is not None else results_path(name, scale)
     header = {"format": RESULTS_FORMAT, "study": name, "scale": scale, "description": study.description,
               "code_version": code_version(*FINETUNE_CODE),
-              "command": finetune_grid_command(name, seed_list, scale, arms),
+              "command": finetune_grid_command(name, seeds, scale, arms),
               "machine": {"python": platform.python_version(), "torch": torch.__version__, "device": str(dev),
                           "threads": torch.get_num_threads() if jobs == 1 else 1},
               "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    records: list[dict] = []
+
     def fingerprint_of(arm: str, seed: int, prefix) -> dict:  # an arm the study no longer has: as it was logged
         return finetune_fingerprint(settings[arm] if arm in settings else
                                     next(r["settings"] for r in records if r["arm"] == arm), seed, prefix=prefix)
 
-    records: list[dict] = []
-    log = None
-    if path.exists():
-        log = read_log(path)
-        if (log.get("study"), log.get("scale")) != (name, scale):
-            raise ValueError(f"{path} holds runs of another study or scale ({log.get('study')}, {log.get('scale')}); "
-                             "delete it or pass results= a new path")
-        records, header["started"] = log["runs"], log.get("started", header["started"])
-        for r in records:  # an arm whose settings changed since its runs were logged would mix two things
+    def check_resumed(logged: list[dict]) -> None:
+        records.extend(logged)  # (fingerprint_of reads the settings of arms the study no longer has)
+        for r in logged:  # an arm whose settings changed since its runs were logged would mix two things
             if r["arm"] in settings and r["settings"] != json.loads(json.dumps(settings[r["arm"]])):
                 raise ValueError(f"{path} holds runs of arm {r['arm']!r} with other settings than the study's now; "
                                  "delete it or pass results= a new path")
-    done = {(r["arm"], r["seed"]) for r in records}
-    todo = [(arm, seed) for seed in seed_list for arm in arm_names if (arm, seed) not in done]
-    order = {arm: i for i, arm in enumerate(settings)}
-    # After the settings check (an arm whose settings changed is named as such): runs of other
-    # behaviour are never mixed, refused here before anything trains.
-    header["fingerprints"] = resume_fingerprints(log, path, header["code_version"], todo, fingerprint_of)
 
-    def finish(record: dict) -> None:
+    def accept(record: dict) -> None:
         if record["code_version"] != header["code_version"]:
             raise RuntimeError(f"the fine-tuning code changed while the grid ran ({header['code_version']} at the "
                                f"start, {record['code_version']} now); {path} keeps the runs before it: run the grid "
                                "again once the code is settled (it resumes if the code still makes the same runs)")
-        records.append(json.loads(json.dumps(record)))
-        records.sort(key=lambda r: (r["seed"], order.get(r["arm"], len(order))))
-        atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1))
 
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(done) + len(todo), initial=len(done), desc=f"finetune-grid {name}", unit="run",
-               disable=not progress, dynamic_ncols=True)
-    work = [dict(arm=arm, seed=seed, settings=settings[arm], device=device) for arm, seed in todo]
-    try:
-        if jobs == 1:
-            for item in work:
-                finish(_work(**item))
-                bar.update(1)
-        elif work:
-            import multiprocessing
-
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=_init_worker, initargs=(1,)) as pool:
-                for future in as_completed([pool.submit(_work, **item) for item in work]):
-                    finish(future.result())
-                    bar.update(1)
-    finally:
-        bar.close()
-    if not path.exists():
-        atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1))
-    return FinetuneGrid(study, scale, records, path, header["code_version"])
+    logged = run_log(LogPlan(
+        path=path, header=header, read=read_log, identity={"study": "study", "scale": "scale"},
+        arms=arm_names, seeds=seeds, order=list(settings), work=_work,
+        item=lambda arm, seed: dict(arm=arm, seed=seed, settings=settings[arm], device=device),
+        fingerprint_of=fingerprint_of, check_resumed=check_resumed, accept=accept, keep_started=True,
+        jobs=jobs, threads=1 if jobs > 1 else None, description=f"finetune-grid {name}"), progress)
+    return FinetuneGrid(study, scale, logged, path, header["code_version"])
 
 
 def load_finetune_grid(name: str, scale: str = "cpu", *, results: str | Path | None = None) -> "FinetuneGrid":

@@ -36,7 +36,6 @@ import os
 import platform
 import shutil
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -53,6 +52,7 @@ from .runtime import pick_device
 from .tokenization import default_recipe, default_tokenizer, training_data_recipe
 from .batches import PretrainingData
 from .heldout import most_frequent_token
+from .engine import LogPlan, run_log, seed_list
 from .fingerprint import (FORMAT as FINGERPRINT_FORMAT, PREFIX, Prefix, batch_exact, compare, fingerprint,
                           is_current, isolated, parameter_norm, prefix_recipe, resume_fingerprints, rounded,
                           update_norm)
@@ -763,11 +763,6 @@ def grid_documents(max_docs: int | None) -> dict:
             "test_documents": load_corpus("test")[:held_out]}
 
 
-def _init_worker(threads: int) -> None:
-    # Each worker owns `threads` cores; more would make the workers fight over the same cores.
-    torch.set_num_threads(threads)
-
-
 def train_record(arm: str, seed: int, recipe: dict, *, device=None, max_docs: int | None = None,
                  command: str | None = None, progress: bool = False) -> dict:
     """Train (or load) one run of a grid and return its log record. Runs in a worker process,
@@ -944,10 +939,6 @@ def _plain(value):
     return json.loads(json.dumps(value))
 
 
-def _write_results(path: Path, header: dict, records: list[dict]) -> None:
-    atomic_write_text(path, json.dumps({**header, "runs": records}, indent=1, sort_keys=False))
-
-
 RECORD_KEYS = ("arm", "seed", "recipe", "metrics")  # what every run of a log must have
 
 
@@ -984,15 +975,6 @@ def load_grid(name_or_experiment: str | Experiment, scale: str = "cpu", *, resul
     return GridResult(experiment, log.get("scale", scale), log["runs"], path, log.get("code_version"))
 
 
-def _check_log(log: dict, path: Path, expected: dict) -> None:
-    """A log may be resumed only by the same experiment, scale and documents (and by code that makes
-    the same runs: fingerprint.resume_fingerprints, once the runs to do are known)."""
-    for key, what in (("experiment", "experiment"), ("scale", "scale"), ("max_docs", "document subset (max_docs)")):
-        if log.get(key) != expected[key]:
-            raise ValueError(f"the results file {path} holds runs of {what} {log.get(key)!r}, not {expected[key]!r}; "
-                             f"delete {path} or pass results= a new path")
-
-
 def choose_jobs(device: torch.device, runs: int) -> int:
     """How many runs to train side by side: one per physical core on the CPU (measured faster than
     one multi-threaded run after the other, see DEFAULT_JOBS_RULE); one on a GPU, which a single
@@ -1017,17 +999,7 @@ def grid(name_or_experiment: str | Experiment, seeds: int | Sequence[int] = 3, *
     Every input is checked before anything trains.
     """
     experiment = get_experiment(name_or_experiment)
-    try:
-        if isinstance(seeds, (bool, str, bytes)):
-            raise TypeError
-        seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    except TypeError:
-        raise ValueError(f"seeds must be a number of seeds or a list of them (seeds=3 means 0, 1, 2), "
-                         f"got {seeds!r}") from None
-    if not seed_list or (isinstance(seeds, int) and seeds < 1):
-        raise ValueError(f"seeds must be at least 1 (a number of seeds, or a list of them), got {seeds!r}")
-    if any(not isinstance(s, int) or isinstance(s, bool) or s < 0 for s in seed_list) or len(set(seed_list)) != len(seed_list):
-        raise ValueError(f"seeds must be distinct non-negative integers, got {seed_list}")
+    seeds = seed_list(seeds)
     if scale not in experiment.base:
         raise ValueError(f"unknown scale {scale!r} for experiment {experiment.name!r}; use one of: "
                          f"{', '.join(experiment.base)}")
@@ -1042,88 +1014,40 @@ def grid(name_or_experiment: str | Experiment, seeds: int | Sequence[int] = 3, *
         raise ValueError(f"max_docs must be at least 8 (one held-out article per 8 training ones), got {max_docs}")
     dev = pick_device(str(device) if device is not None else None)  # raises for a device that is not there
     path = Path(results) if results is not None else default_results_path(experiment.name, scale, max_docs)
-    command = grid_command(experiment.name, seed_list, scale, arms=arms, device=device, max_docs=max_docs)
+    command = grid_command(experiment.name, seeds, scale, arms=arms, device=device, max_docs=max_docs)
     recipes = {arm: arm_recipe(experiment, arm, scale) for arm in arm_names}
     header = {"format": RESULTS_FORMAT, "experiment": experiment.name, "scale": scale, "max_docs": max_docs,
               "code_version": code_version(), "command": command, "description": experiment.description,
               "baseline": experiment.baseline, "metrics": list(experiment.metrics)}
-
     documents = grid_documents(max_docs)
 
     def fingerprint_of(arm: str, seed: int, prefix: Prefix) -> dict:
         return run_fingerprint(arm_recipe(experiment, arm, scale), seed, prefix=prefix, **documents)
 
-    records, log = [], None
-    if path.exists():
-        log = read_results(path)
-        _check_log(log, path, header)
-        records = log["runs"]
-    done = {(r["arm"], r["seed"]) for r in records}
-    for r in records:  # a finished run of an arm whose recipe has changed since would be mixed in
-        if r["arm"] in recipes and r["recipe"] != _plain(recipes[r["arm"]].replace(seed=r["seed"]).to_dict()):
-            raise ValueError(f"the results file {path} holds a run of arm {r['arm']!r} with another recipe than the "
-                             f"experiment's now; delete {path} or pass results= a new path")
-    # Seed-major order: seed 0 of every arm, then seed 1, ... A grid stopped early still has
-    # paired runs of every arm to compare.
-    todo = [(arm, seed) for seed in seed_list for arm in arm_names if (arm, seed) not in done]
-    order = {pair: i for i, pair in enumerate((a, s) for s in sorted({*seed_list, *(r["seed"] for r in records)})
-                                              for a in experiment.arms)}
+    def check_resumed(records: list[dict]) -> None:  # a finished run of an arm whose recipe has changed
+        for r in records:
+            if r["arm"] in recipes and r["recipe"] != _plain(recipes[r["arm"]].replace(seed=r["seed"]).to_dict()):
+                raise ValueError(f"the results file {path} holds a run of arm {r['arm']!r} with another recipe than "
+                                 f"the experiment's now; delete {path} or pass results= a new path")
 
-    # Every arm's fingerprint, before its first run: what makes the log checkable after a refactor.
-    header["fingerprints"] = resume_fingerprints(log, path, header["code_version"], todo, fingerprint_of)
-
-    def finish(record: dict) -> None:
+    def accept(record: dict) -> None:
         made_by = record.pop("code_version_now")  # the source's version when the run ended (a cached run's
         if made_by != header["code_version"]:  # provenance names the code that trained it): edited meanwhile?
             raise RuntimeError(f"the package's code changed while the grid ran: code_version {header['code_version']} "
                                f"at the start, {made_by} for run {record['arm']!r} seed {record['seed']}; the log "
                                f"{path} keeps the runs before it: run the grid again once the code is settled (it "
                                "resumes if the code still makes the same runs; this run is in the model cache)")
-        records.append(_plain(record))  # as the log will read back: the same in memory and on disk
-        records.sort(key=lambda r: order.get((r["arm"], r["seed"]), len(order)))
-        _write_results(path, header, records)
 
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=len(done) + len(todo), initial=len(done), desc=f"grid {experiment.name}", unit="run",
-               disable=not progress, dynamic_ncols=True)
-    jobs = jobs or choose_jobs(dev, len(todo))
-    threads = threads or max(1, physical_cores() // jobs)
-    work = [dict(arm=arm, seed=seed, recipe=recipes[arm].to_dict(), device=device, max_docs=max_docs, command=command)
-            for arm, seed in todo]
-    try:
-        if todo and jobs == 1:  # in this process: nothing to pickle, and a debugger can follow
-            before = torch.get_num_threads()
-            torch.set_num_threads(threads)
-            try:
-                for item in work:
-                    bar.set_postfix(arm=item["arm"], seed=item["seed"], refresh=True)
-                    finish(train_record(**item))
-                    bar.update(1)
-            finally:
-                torch.set_num_threads(before)
-        elif todo:
-            import multiprocessing
-
-            # "spawn": a fresh interpreter per worker. Forking a process that has already run torch
-            # can deadlock in its thread pools, and spawn behaves the same on Linux, macOS and Windows.
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=_init_worker, initargs=(threads,)) as pool:
-                futures = [pool.submit(train_record, **item) for item in work]
-                try:
-                    for future in as_completed(futures):
-                        finish(future.result())  # appended here, in the main process: one writer
-                        bar.update(1)
-                except BaseException:
-                    # Stop what has not started. Runs still going finish into the model cache,
-                    # so a restart logs them without training them again.
-                    for f in futures:
-                        f.cancel()
-                    raise
-    finally:
-        bar.close()
-    if not path.exists():  # nothing trained (every run was already logged): still leave a log
-        _write_results(path, header, records)
+    records = run_log(LogPlan(
+        path=path, header=header, read=read_results,
+        identity={"experiment": "experiment", "scale": "scale", "max_docs": "document subset (max_docs)"},
+        arms=arm_names, seeds=seeds, order=list(experiment.arms), work=train_record,
+        item=lambda arm, seed: dict(arm=arm, seed=seed, recipe=recipes[arm].to_dict(), device=device,
+                                    max_docs=max_docs, command=command),
+        fingerprint_of=fingerprint_of, check_resumed=check_resumed, accept=accept,
+        jobs=jobs or (lambda todo: choose_jobs(dev, todo)),
+        threads=threads or (lambda jobs: max(1, physical_cores() // jobs)), description=f"grid {experiment.name}"),
+        progress)
     return GridResult(experiment, scale, list(records), path, header["code_version"])
 
 

@@ -214,7 +214,7 @@ def test_score_grid_logs_every_run_and_control_resumes_and_merges(cache, tmp_pat
     with pytest.raises(ValueError, match=r"makes differently \(arm 'sop': close.parameter_norm"):
         score_grid(tiny_experiment.name, [0], results=scores_log, progress=False)
     scores_log.write_text(json.dumps({**other, "experiment": "other"}))
-    with pytest.raises(ValueError, match="another experiment or scale"):
+    with pytest.raises(ValueError, match="holds runs of experiment .other., not .tiny-sentence."):
         score_grid(tiny_experiment.name, [0], results=scores_log, progress=False)
     scores_log.write_text("{not json")
     with pytest.raises(ValueError, match="damaged"):

@@ -168,7 +168,7 @@ def test_a_study_log_resumes_and_refuses_other_behaviour(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"makes differently \(arm 'mlm': close.loss: logged 1.0, now 1.01"):
         ec.study_grid("electra-vs-mlm", 3, results=path, progress=False)
     path.write_text(json.dumps({**log, "experiment": "span-masking"}))
-    with pytest.raises(ValueError, match="another study or scale"):
+    with pytest.raises(ValueError, match="holds runs of study .span-masking., not .electra-vs-mlm."):
         ec.study_grid("electra-vs-mlm", 3, results=path, progress=False)
 
 

@@ -94,7 +94,7 @@ def test_a_log_is_never_mixed_with_other_settings_or_behaviour(quick_study, tmp_
     with pytest.raises(ValueError, match=r"makes differently \(arm 'frozen/lr=0.01': close.train_loss"):
         finetune_grid("quick-test", [0], results=path, device="cpu", progress=False)
     path.write_text(json.dumps({**log, "study": "other"}))
-    with pytest.raises(ValueError, match="holds runs of another study or scale"):
+    with pytest.raises(ValueError, match="holds runs of study .other., not .quick-test."):
         finetune_grid("quick-test", [0], results=path, device="cpu", progress=False)
     path.write_text("{not json")
     with pytest.raises(ValueError, match="is damaged"):
