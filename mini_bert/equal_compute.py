@@ -16,12 +16,9 @@ seeds, every arm scored on the same targets - in three studies:
 
 Every study has an UNTRAINED control (the baseline arm's initial weights, scored the same way).
 
-Why a loop of its own (`train_with`): loop.train builds its objectives from the recipe's
-`objective`, which names BERT's three (mini_bert.recipe.OBJECTIVES). `train_with` is the same loop
-with the objectives passed in, built from loop.py's own pieces, and a test proves it trains a BERT
-recipe to the very weights loop.train gives (folding it into loop.train is the next refactor: the
-shipped logs' fingerprints, mini_bert.fingerprint, now let one change the loop without
-regenerating them).
+Every family trains through the book's one loop, loop.train, with its objectives passed in
+(`train_with`): loop.train otherwise builds them from the recipe's `objective`, which names
+BERT's three (mini_bert.recipe.OBJECTIVES).
 
 Its logs carry code_version(*STUDY_CODE) (this module and everything it imports) for the record,
 and a fingerprint per arm (`arm_fingerprint`): run_arm on the arm's first steps.
@@ -54,13 +51,12 @@ from .evaluation import evaluate_mlm
 from .examples import tokenize_documents
 from .fingerprint import (PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
                           rounded, update_norm)
-from .loop import (PretrainingNet, TrainState, autocast_context, log_step, lr_factor, make_optimizer, new_history,
-                   setup_processes, train_step)
+from .loop import train
 from .model import BertForPreTraining, MLMHead
 from .modernbert import ModernBertConfig, ModernBertForMaskedLM
 from .objectives import MaskedLM, Objective
 from .pretraining import sinusoidal_table
-from .recipe import Recipe, parse_budget
+from .recipe import Recipe
 from .runs import (RESULTS_DIR, RESULTS_FORMAT, SWEEP_FACTORS, SWEEP_METRIC, Experiment, GridResult, chosen_steps,
                    flatten_metrics, heldout_slices, read_results, score, sweep_arm)
 from .runtime import preserved_random_state, seed_everything
@@ -157,33 +153,11 @@ def encoder_of(model: nn.Module) -> nn.Module:
 
 def train_with(model: nn.Module, objectives: list[Objective], batches: Callable[[int, float], dict], recipe: Recipe,
                *, device=None, stop_at_step: int | None = None) -> dict[str, list]:
-    """loop.train's loop (its optimiser, schedule, step and history) with `objectives` given instead
-    of built from recipe.objective. The history gains "{name}_loss" for every objective beyond MLM
-    (ELECTRA's "rtd_loss", SpanBERT's "sbo_loss"). One process; no resuming, no evaluation.
-    stop_at_step: stop there (the schedule still follows the whole budget), as loop.train."""
-    recipe.validate()
-    budget = parse_budget(recipe.budget)
-    procs = setup_processes(device)
-    model.to(procs.device).train()
-    optimizer = make_optimizer(model, recipe)
-    autocast, scaler = autocast_context(procs.device, recipe.amp)
-    state, history = TrainState(), new_history()
-    net = PretrainingNet(model, objectives)
-    extra = [o.name for o in objectives if o.name != "mlm"]
-    history.update({f"{name}_loss": [] for name in extra})
-    while budget.spent(state) < 1.0 and state.step != stop_at_step:
-        started = time.perf_counter()
-        lr = recipe.lr * lr_factor(recipe, budget.spent(state))
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        stats = train_step(net, batches(state.step, budget.spent(state)), optimizer, recipe, procs, autocast, scaler)
-        state.step += 1
-        state.tokens += int(stats["tokens"])
-        state.seconds += time.perf_counter() - started
-        log_step(history, state, stats, lr, recipe)
-        for name in extra:
-            history[f"{name}_loss"].append(stats[f"{name}.loss_sum"] / max(stats[f"{name}.count"], 1))
-    return history
+    """loop.train with `objectives` given instead of built from recipe.objective (no progress bar):
+    the history gains "{name}_loss" for every objective beyond MLM (ELECTRA's "rtd_loss",
+    SpanBERT's "sbo_loss"). The name chapter 15 calls it by."""
+    return train(model, batches, recipe, device=device, stop_at_step=stop_at_step, progress=False,
+                 objectives=objectives)
 
 
 # ============================================================================================

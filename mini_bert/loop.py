@@ -286,7 +286,8 @@ def train(model: BertForPreTraining, batches: Callable[[int, float], dict], reci
           device: str | torch.device | None = None, eval_data: PretrainingData | None = None,
           eval_every: int | None = None, progress: bool = True, resume: dict | None = None,
           stop_at_step: int | None = None, on_checkpoint: Callable[[dict], None] | None = None,
-          checkpoint_every: int | None = None, on_interrupt: Callable[[dict], None] | None = None) -> dict[str, list]:
+          checkpoint_every: int | None = None, on_interrupt: Callable[[dict], None] | None = None,
+          objectives: list[Objective] | None = None) -> dict[str, list]:
     """Pretrain `model` on batches(step, spent) until the recipe's budget is spent; return the history.
 
     batches: (step, budget fraction spent) -> global batch dict (input_ids, token_type_ids,
@@ -299,6 +300,9 @@ def train(model: BertForPreTraining, batches: Callable[[int, float], dict], reci
     Ctrl-C stops the loop after the step in progress: on_interrupt(state) (else on_checkpoint) gets
     the state there, then Interrupted is raised (the same state resumes exactly).
     Under torchrun the model is wrapped in DistributedDataParallel; call it the same way.
+    objectives: what the model is trained on (default: the recipe's, objectives.objectives_for),
+        e.g. ELECTRA's MLM + replaced-token detection or SpanBERT's MLM + span boundary
+        (mini_bert.equal_compute); the history then gains "{name}_loss" for each one beyond MLM.
     """
     from tqdm.auto import tqdm
 
@@ -315,7 +319,10 @@ def train(model: BertForPreTraining, batches: Callable[[int, float], dict], reci
     state, history = TrainState(), new_history()
     if resume is not None:
         state, history = restore_training_state(resume, model, optimizer, scaler)
-    objectives = objectives_for(recipe.objective, masked_only=recipe.masked_only)
+    extra = [] if objectives is None else [o.name for o in objectives if o.name != "mlm"]
+    for name in extra:
+        history.setdefault(f"{name}_loss", [])
+    objectives = objectives or objectives_for(recipe.objective, masked_only=recipe.masked_only)
     net = PretrainingNet(model, objectives)
     if procs.world > 1:
         from torch.nn.parallel import DistributedDataParallel as DDP
@@ -353,6 +360,8 @@ def train(model: BertForPreTraining, batches: Callable[[int, float], dict], reci
             state.tokens += int(stats["tokens"])
             state.seconds += time.perf_counter() - started
             log_step(history, state, stats, lr, recipe)
+            for name in extra:
+                history[f"{name}_loss"].append(stats[f"{name}.loss_sum"] / max(stats[f"{name}.count"], 1))
             # The last step of a time or token budget overshoots it: the bar stops at its total (tqdm
             # warns about a bar past 100%).
             bar.update(min(budget.used(state), budget.amount) - min(used_before, budget.amount))
