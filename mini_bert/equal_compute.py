@@ -58,7 +58,8 @@ from .objectives import MaskedLM, Objective
 from .pretraining import sinusoidal_table
 from .recipe import Recipe
 from .runs import (RESULTS_DIR, RESULTS_FORMAT, SWEEP_FACTORS, SWEEP_METRIC, Experiment, GridResult, chosen_steps,
-                   flatten_metrics, heldout_slices, read_results, score, sweep_arm)
+                   flatten_metrics, heldout_slices, read_results, score, sweep_arm, sweep_description,
+                   sweep_factors)
 from .runtime import preserved_random_state, seed_everything
 from .spanbert import SpanBertForPreTraining, spanbert_objectives
 from .tokenization import default_tokenizer
@@ -361,18 +362,20 @@ SPAN_MASKING_3300 = register_study(Study(
 ))
 
 
-def study_lr_sweep(study: Study, factors: Sequence[float] = SWEEP_FACTORS) -> Study:
+def study_lr_sweep(study: Study, factors: Sequence[float] = SWEEP_FACTORS,
+                   extended: dict[str, Sequence[float]] | None = None) -> Study:
     """The learning-rate sweep of a study, registered as "{name}-lr": every arm at its own rate (cpu
-    scale) times each factor, scored as the study scores (its downstream runs too, when the sweep
-    chooses by them); run with one seed, chosen by study.sweep_metric on validation."""
+    scale) times each factor (and an arm named in `extended` times its further factors), scored as
+    the study scores (its downstream runs too, when the sweep chooses by them); run with one seed,
+    chosen by study.sweep_metric on validation."""
     arms = {}
-    for arm, (family, changes) in study.arms.items():
+    for arm, arm_factors in sweep_factors(study.arms, factors, extended).items():
+        family, changes = study.arms[arm]
         lr = study.recipe(arm, "cpu", 0).lr
-        arms.update({sweep_arm(arm, lr * f): (family, {**changes, "lr": lr * f}) for f in factors})
+        arms.update({sweep_arm(arm, lr * f): (family, {**changes, "lr": lr * f}) for f in arm_factors})
     baseline_lr = study.recipe(study.baseline, "cpu", 0).lr
     return register_study(Study(
-        name=f"{study.name}-lr", description=f"the learning-rate sweep of {study.name}: each arm at its rate x "
-        f"{', '.join(f'{f:g}' for f in factors)}, one seed, chosen by {study.sweep_metric}",
+        name=f"{study.name}-lr", description=sweep_description(study.name, factors, extended, study.sweep_metric),
         arms=arms, baseline=sweep_arm(study.baseline, baseline_lr), base={"cpu": study.base["cpu"]},
         metrics=study.metrics, score_lengths=study.score_lengths,
         downstream=study.downstream if study.sweep_metric == DOWNSTREAM_SWEEP_METRIC else False,

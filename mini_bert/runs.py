@@ -646,19 +646,49 @@ def sweep_arm(arm: str, lr: float) -> str:
     return f"{arm}-lr{lr:g}"
 
 
-def lr_sweep(experiment: Experiment, factors: Sequence[float] = SWEEP_FACTORS) -> Experiment:
+def sweep_factors(arms, factors: Sequence[float], extended: dict[str, Sequence[float]] | None) -> dict[str, list[float]]:
+    """{arm: the factors its rate is swept by}: `factors` for every arm, and for an arm named in
+    `extended` its further factors too (the plan's next factor of 2 beyond an edge choice)."""
+    extended = dict(extended or {})
+    unknown = sorted(set(extended) - set(arms))
+    if unknown:
+        raise ValueError(f"extended names arms the experiment does not have: {', '.join(unknown)} "
+                         f"(its arms: {', '.join(arms)})")
+    out = {}
+    for arm in arms:
+        more = [float(f) for f in extended.get(arm, ())]
+        if any(not f > 0 or f in factors for f in more):
+            raise ValueError(f"the extension of arm {arm!r} must be positive factors not already swept "
+                             f"({', '.join(f'{f:g}' for f in factors)}), got {list(extended[arm])}")
+        out[arm] = sorted([*factors, *more])
+    return out
+
+
+def sweep_description(name: str, factors: Sequence[float], extended: dict[str, Sequence[float]] | None,
+                      metric: str) -> str:
+    """What a sweep log says it is, extensions included."""
+    text = (f"the learning-rate sweep of {name}: each arm at its rate x {', '.join(f'{f:g}' for f in factors)}, "
+            f"one seed, chosen by {metric}")
+    if extended:
+        text += ("; extended where the choice fell at an edge: " +
+                 ", ".join(f"{arm} x {', '.join(f'{f:g}' for f in more)}" for arm, more in extended.items()))
+    return text
+
+
+def lr_sweep(experiment: Experiment, factors: Sequence[float] = SWEEP_FACTORS,
+             extended: dict[str, Sequence[float]] | None = None) -> Experiment:
     """The learning-rate sweep of an experiment, registered as "{name}-lr": every arm at its own
-    rate (cpu scale) times each factor. Run with one seed; `chosen_rates` reads the choice."""
+    rate (cpu scale) times each factor, and an arm named in `extended` times its further factors
+    too. Run with one seed; `chosen_rates` reads the choice."""
     arms = {}
-    for arm, changes in experiment.arms.items():
+    for arm, arm_factors in sweep_factors(experiment.arms, factors, extended).items():
         lr = arm_recipe(experiment, arm, "cpu").lr
-        for factor in factors:
-            arms[sweep_arm(arm, lr * factor)] = {**changes, "lr": lr * factor}
+        for factor in arm_factors:
+            arms[sweep_arm(arm, lr * factor)] = {**experiment.arms[arm], "lr": lr * factor}
     baseline_lr = arm_recipe(experiment, experiment.baseline, "cpu").lr
     return register(Experiment(
         name=f"{experiment.name}-lr",
-        description=f"the learning-rate sweep of {experiment.name}: each arm at its rate x "
-                    f"{', '.join(f'{f:g}' for f in factors)}, one seed, chosen by {SWEEP_METRIC}",
+        description=sweep_description(experiment.name, factors, extended, SWEEP_METRIC),
         arms=arms, baseline=sweep_arm(experiment.baseline, baseline_lr), base={"cpu": experiment.base["cpu"]},
         metrics=experiment.metrics))
 

@@ -234,6 +234,14 @@ def test_the_3300_step_sweeps_choose_as_their_studies_say():
     positions = ec.get_study("attention-positions-3300-lr")
     assert positions.sweep_metric == "validation.mlm@32.accuracy" and not positions.downstream
     assert len(positions.arms) == 9
+    extended = ec.study_lr_sweep(ec.ATTENTION_POSITIONS_3300, extended={"deberta": (4.0,)})
+    try:  # the plan's edge rule: one arm's next rate, the others untouched
+        assert len(extended.arms) == 10 and extended.recipe("deberta-lr0.008", "cpu", 0).lr == 8e-3
+        assert extended.description.endswith("extended where the choice fell at an edge: deberta x 4")
+    finally:
+        ec.study_lr_sweep(ec.ATTENTION_POSITIONS_3300)  # the registered sweep as it was
+    with pytest.raises(ValueError, match="extended names arms the experiment does not have: bart"):
+        ec.study_lr_sweep(ec.ATTENTION_POSITIONS_3300, extended={"bart": (4.0,)})
 
 
 def test_a_collapsed_discriminator_scores_the_constant_answer(tokenizer, docs):

@@ -812,6 +812,28 @@ def test_a_rate_sweep_runs_every_arm_at_its_own_rate_times_the_factors():
         EXPERIMENTS.pop("swept-lr")
 
 
+def test_a_sweep_extended_beyond_an_edge_adds_only_the_named_arms_rates_and_chooses_inside_them():
+    experiment = Experiment("edge", "two arms", {"a": {}, "b": {}}, "a", {"cpu": TINY.replace(lr=1e-3)})
+    for extended, error in [({"c": (4.0,)}, r"extended names arms the experiment does not have: c \(its arms: a, b\)"),
+                            ({"a": (2.0,)}, r"arm 'a' must be positive factors not already swept"),
+                            ({"a": (-4.0,)}, r"arm 'a' must be positive factors")]:
+        with pytest.raises(ValueError, match=error):
+            runs.lr_sweep(experiment, extended=extended)
+    sweep = runs.lr_sweep(experiment, extended={"a": (4.0,)})
+    try:
+        assert list(sweep.arms) == ["a-lr0.0005", "a-lr0.001", "a-lr0.002", "a-lr0.004",
+                                    "b-lr0.0005", "b-lr0.001", "b-lr0.002"]
+        assert sweep.description.endswith("extended where the choice fell at an edge: a x 4")
+        scores = {"a-lr0.0005": 0.20, "a-lr0.001": 0.22, "a-lr0.002": 0.25, "a-lr0.004": 0.24,
+                  "b-lr0.0005": 0.10, "b-lr0.001": 0.30, "b-lr0.002": 0.20}
+        records = [{"arm": arm, "seed": 0, "recipe": {"lr": arm_recipe(sweep, arm).lr},
+                    "metrics": {runs.SWEEP_METRIC: v}} for arm, v in scores.items()]
+        # 2e-3 was an edge of a's first three rates; with 4e-3 tried it is inside them
+        assert runs.chosen_rates(GridResult(sweep, "cpu", records)) == {"a": 2e-3, "b": 1e-3}
+    finally:
+        EXPERIMENTS.pop("edge-lr")
+
+
 def test_the_3300_step_grids_are_at_chapter_8s_budget_with_their_sweeps_and_downstream():
     from mini_bert import ablations, roberta, sharing  # noqa: F401  (registers the experiments)
 
@@ -821,7 +843,9 @@ def test_the_3300_step_grids_are_at_chapter_8s_budget_with_their_sweeps_and_down
         experiment = runs.get_experiment(name)
         assert experiment.downstream is ablations.DOWNSTREAM_1000
         sweep = runs.get_experiment(f"{name}-lr")
-        assert len(sweep.arms) == 3 * len(experiment.arms)
+        # the plan's edge rule extended two arms by one rate each, dated in the source
+        extended = {"sentence-objectives-3300": {"mlm": 4.0}, "roberta-formats-3300": {"segment-pair-nsp": 0.25}}
+        assert len(sweep.arms) == 3 * len(experiment.arms) + len(extended.get(name, {}))
         for arm in experiment.arms:
             recipe = arm_recipe(experiment, arm)
             budget = runs.parse_budget(recipe.budget)
@@ -831,7 +855,8 @@ def test_the_3300_step_grids_are_at_chapter_8s_budget_with_their_sweeps_and_down
                 assert (budget.kind, budget.amount) == ("steps", 3300)
                 assert recipe.batch_size * recipe.seq_len >= 2048
             rates = sorted(arm_recipe(sweep, a).lr for a in sweep.arms if a.rsplit("-lr", 1)[0] == arm)
-            assert rates == pytest.approx([recipe.lr / 2, recipe.lr, recipe.lr * 2])
+            more = [recipe.lr * extended[name][arm]] if arm in extended.get(name, {}) else []
+            assert rates == pytest.approx(sorted([recipe.lr / 2, recipe.lr, recipe.lr * 2, *more]))
     assert "all-low-lr" not in runs.get_experiment("albert-parameters-3300").arms
 
 
