@@ -42,7 +42,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def one_run(init: str, amp: str, seed: int, labels: int, epochs: int, max_eval: int, lr: float,
             device: torch.device) -> dict:
-    # mini_bert.finetuning.run_finetune's steps, with the precision set: a run's settings have no
+    # mini_bert.finetune_runs.run_finetune's steps, with the precision set: a run's settings have no
     # "amp" (adding one would change the fine-tuning code version and stale every shipped log).
     encoder, tokenizer = load_encoder(init, seed=seed)
     task = load_task("topic", tokenizer, 64, labels=labels, seed=seed, max_eval=max_eval)

@@ -28,7 +28,6 @@ score_run on the arm's own first steps), which decides whether the log is curren
 """
 from __future__ import annotations
 
-import json
 import math
 import platform
 import tempfile
@@ -47,12 +46,12 @@ from .engine import LogPlan, run_log, seed_list
 from .finetune_runs import get_study, read_log
 from .fingerprint import (PREFIX, Prefix, fingerprint, isolated, parameter_norm, prefix_recipe,
                           rounded)
-from .finetuning import prefix_settings, run_finetune
+from .finetune_runs import prefix_settings, run_finetune
 from .heldout import sentence_batch
 from .pretraining import build_model
 from .recipe import Recipe
 from .runs import (RESULTS_DIR, Experiment, GridResult, Verdict, arm_recipe, flatten_metrics, get_experiment, heldout_slices,
-                   load_grid, lr_sweep, mean_std, paired_difference, read_results, register, run, score, verdict)
+                   load_grid, lr_sweep, mean_std, paired_difference, register, run, score, verdict)
 from .tokenization import default_tokenizer
 
 SCORES_FORMAT = "mini_bert-ablation-scores/1"
@@ -297,7 +296,7 @@ def downstream_scores(checkpoint: str | Path, seed: int, *, device=None, prefix:
     mini_bert checkpoint folder) with `seed`: "{split}.{name}.accuracy" (and macro_f1) for split
     in validation, test; with repeats, the mean over the fine-tuning seeds, and each repeat's as
     "{split}.{name}.{measure}#{k}".
-    prefix: each run cut to a fingerprint's prefix (finetuning.prefix_settings).
+    prefix: each run cut to a fingerprint's prefix (finetune_runs.prefix_settings).
     counts: a dict that receives each run's training examples, test targets and training losses."""
     downstream = downstream or Downstream(DOWNSTREAM)
     scores: dict[str, float] = {}

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .cache import atomic_write_text, cache_key, cached_artifact, code_version
-from .tokenization import (Encoding, SpecialTokenIds, _build_encoding, _check_text, merge_pair,
+from .tokenization import (Encoding, SpecialTokenIds, build_encoding, check_text, merge_pair,
                            training_data_recipe, training_sentences, training_texts)
 
 BOS, PAD, EOS, UNK, MASK = "<s>", "<pad>", "</s>", "<unk>", "<mask>"
@@ -149,7 +149,7 @@ def count_chunks(texts: Iterable[str]) -> collections.Counter:
     pattern = gpt2_pattern()
     raw: collections.Counter = collections.Counter()
     for text in texts:
-        _check_text(text, "every training text")
+        check_text(text, "every training text")
         raw.update(pattern.findall(text))
     counts: collections.Counter = collections.Counter()
     for chunk, n in raw.items():
@@ -334,7 +334,7 @@ class BPETokenizer(SpecialTokenIds):
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`, without <s>/</s> (see encode_pair for model inputs)."""
-        _check_text(text)
+        check_text(text)
         cache = self._cache
         if len(cache) > 500_000:
             cache.clear()
@@ -357,10 +357,10 @@ class BPETokenizer(SpecialTokenIds):
         Same truncation (longest first) and padding as WordPieceTokenizer.encode_pair. RoBERTa has
         no segment embeddings, so token_type_ids are all 0.
         """
-        _check_text(a, "a")
+        check_text(a, "a")
         if b is not None:
-            _check_text(b, "b")
-        enc = _build_encoding(self.encode(a), None if b is None else self.encode(b), self.bos_id,
+            check_text(b, "b")
+        enc = build_encoding(self.encode(a), None if b is None else self.encode(b), self.bos_id,
                               self.eos_id, self.pad_id, max_length, pad_to, pair_sep=2)
         enc.token_type_ids = [0] * len(enc.ids)
         return enc

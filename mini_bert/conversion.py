@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .hf import ACTIVATIONS_FROM_HF, _get
+from .hf import ACTIVATIONS_FROM_HF, config_field
 
 
 def copy_parameters(ours: nn.Module, theirs: nn.Module, names: dict[str, str], into_ours: bool) -> None:
@@ -47,7 +47,7 @@ def copy_parameters(ours: nn.Module, theirs: nn.Module, names: dict[str, str], i
 
 def read_activation(hf_config, field: str) -> str:
     """Our name for the activation in a transformers config's `field`, refusing one we do not have."""
-    act = _get(hf_config, field)
+    act = config_field(hf_config, field)
     if not isinstance(act, str) or act not in ACTIVATIONS_FROM_HF:
         raise ValueError(f"{field}={act!r} is not supported; supported: {', '.join(ACTIVATIONS_FROM_HF)}")
     return ACTIVATIONS_FROM_HF[act]
@@ -55,7 +55,7 @@ def read_activation(hf_config, field: str) -> str:
 
 def read_padding_id(hf_config) -> int:
     """A transformers config's pad_token_id, which our embeddings need (transformers allows None)."""
-    pad = _get(hf_config, "pad_token_id")
+    pad = config_field(hf_config, "pad_token_id")
     if pad is None:
         raise ValueError("pad_token_id=None is not supported: mini_bert needs a padding id")
     return pad

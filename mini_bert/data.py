@@ -302,3 +302,12 @@ def corpus_stats(tokenizer=None) -> dict[str, dict[str, float]]:
             row["tokens"] = _count_tokens(tokenizer, [s for d in docs for s in d.sentences])
         stats[split] = row
     return stats
+
+
+def documents_sha256(documents) -> str:
+    """A hash of the text of a document list (Documents, lists of sentences, or plain texts)."""
+    def sentences(doc):
+        return [doc] if isinstance(doc, str) else list(getattr(doc, "sentences", doc))
+
+    blob = json.dumps([sentences(d) for d in documents], ensure_ascii=False).encode()
+    return hashlib.sha256(blob).hexdigest()

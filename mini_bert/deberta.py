@@ -48,7 +48,7 @@ from torch import nn
 
 from .config import BertConfig
 from .conversion import copy_parameters, read_activation, read_padding_id
-from .hf import ACTIVATIONS_TO_HF, _get, _rename, _require_transformers
+from .hf import ACTIVATIONS_TO_HF, config_field, rename, require_transformers
 from .model import (
     BertModelOutput,
     FeedForwardBlock,
@@ -535,14 +535,14 @@ HF_CLASSES = {"DebertaV2Model": DebertaModel, "DebertaV2ForMaskedLM": DebertaFor
 def hf_name(name: str, legacy: bool = True) -> str:
     """transformers' name for our parameter `name` (our ForMaskedLM's body sits under "deberta.", as theirs)."""
     if name.startswith("mlm."):
-        translated = _rename(name, HF_HEAD_NAMES[legacy])
+        translated = rename(name, HF_HEAD_NAMES[legacy])
     else:
         prefix = "deberta." if name.startswith("deberta.") else ""
         body = name.removeprefix(prefix)
         layer = re.match(r"encoder\.layers\.(\d+)\.", body)
         if layer:
             body = body.replace(layer.group(0), "encoder.layers.{i}.", 1)
-        translated = _rename(body, HF_BODY_NAMES, i=layer.group(1) if layer else None)
+        translated = rename(body, HF_BODY_NAMES, i=layer.group(1) if layer else None)
         translated = translated and prefix + translated
     if translated is None:
         raise ValueError(f"our parameter {name!r} has no counterpart in transformers' DeBERTa-v2")
@@ -559,44 +559,44 @@ def name_map(model: nn.Module, legacy: bool = True) -> dict[str, str]:
 def config_from_transformers(hf_config) -> DebertaConfig:
     """Our DebertaConfig for a transformers DebertaV2Config (or the dict of its config.json).
     Raises ValueError naming the field for anything our model does not implement."""
-    model_type = _get(hf_config, "model_type", None)
+    model_type = config_field(hf_config, "model_type", None)
     if model_type != "deberta-v2":
         raise ValueError(f"model_type {model_type!r} is not supported: mini_bert.deberta converts 'deberta-v2' "
                          "(DeBERTa-v2 and v3) models")
-    conv = _get(hf_config, "conv_kernel_size", 0) or 0
+    conv = config_field(hf_config, "conv_kernel_size", 0) or 0
     if conv > 0:
         raise ValueError(f"conv_kernel_size={conv} is not supported: mini_bert.deberta does not implement the "
                          "convolution DeBERTa-v2 xlarge/xxlarge run beside the first layer (v3 has none: 0)")
-    H, A = _get(hf_config, "hidden_size"), _get(hf_config, "num_attention_heads")
-    head_size = _get(hf_config, "attention_head_size", None)
+    H, A = config_field(hf_config, "hidden_size"), config_field(hf_config, "num_attention_heads")
+    head_size = config_field(hf_config, "attention_head_size", None)
     if head_size is not None and head_size * A != H:
         raise ValueError(f"attention_head_size={head_size} is not supported: mini_bert's heads are "
                          f"hidden_size / num_attention_heads = {H // A} wide")
-    embedding_size = _get(hf_config, "embedding_size", None)
+    embedding_size = config_field(hf_config, "embedding_size", None)
     return DebertaConfig(
-        vocab_size=_get(hf_config, "vocab_size"), hidden_size=H, num_hidden_layers=_get(hf_config, "num_hidden_layers"),
-        num_attention_heads=A, intermediate_size=_get(hf_config, "intermediate_size"),
-        hidden_act=read_activation(hf_config, "hidden_act"), hidden_dropout_prob=float(_get(hf_config, "hidden_dropout_prob")),
-        attention_probs_dropout_prob=float(_get(hf_config, "attention_probs_dropout_prob")),
-        max_position_embeddings=_get(hf_config, "max_position_embeddings"),
-        type_vocab_size=_get(hf_config, "type_vocab_size"), layer_norm_eps=_get(hf_config, "layer_norm_eps"),
-        pad_token_id=read_padding_id(hf_config), initializer_range=_get(hf_config, "initializer_range"),
-        num_labels=len(_get(hf_config, "id2label", None) or {}) or 2,
+        vocab_size=config_field(hf_config, "vocab_size"), hidden_size=H, num_hidden_layers=config_field(hf_config, "num_hidden_layers"),
+        num_attention_heads=A, intermediate_size=config_field(hf_config, "intermediate_size"),
+        hidden_act=read_activation(hf_config, "hidden_act"), hidden_dropout_prob=float(config_field(hf_config, "hidden_dropout_prob")),
+        attention_probs_dropout_prob=float(config_field(hf_config, "attention_probs_dropout_prob")),
+        max_position_embeddings=config_field(hf_config, "max_position_embeddings"),
+        type_vocab_size=config_field(hf_config, "type_vocab_size"), layer_norm_eps=config_field(hf_config, "layer_norm_eps"),
+        pad_token_id=read_padding_id(hf_config), initializer_range=config_field(hf_config, "initializer_range"),
+        num_labels=len(config_field(hf_config, "id2label", None) or {}) or 2,
         embedding_size=None if embedding_size in (None, H) else embedding_size,
         # transformers' defaults where a config leaves a field out (it reads them with getattr).
-        relative_attention=_get(hf_config, "relative_attention", False),
-        max_relative_positions=_get(hf_config, "max_relative_positions", -1),
-        position_buckets=_get(hf_config, "position_buckets", -1),
-        pos_att_type=_get(hf_config, "pos_att_type", None) or (),
-        share_att_key=_get(hf_config, "share_att_key", False),
-        norm_rel_ebd=_get(hf_config, "norm_rel_ebd", "none"),
-        position_biased_input=_get(hf_config, "position_biased_input", True),
+        relative_attention=config_field(hf_config, "relative_attention", False),
+        max_relative_positions=config_field(hf_config, "max_relative_positions", -1),
+        position_buckets=config_field(hf_config, "position_buckets", -1),
+        pos_att_type=config_field(hf_config, "pos_att_type", None) or (),
+        share_att_key=config_field(hf_config, "share_att_key", False),
+        norm_rel_ebd=config_field(hf_config, "norm_rel_ebd", "none"),
+        position_biased_input=config_field(hf_config, "position_biased_input", True),
     )
 
 
 def config_to_transformers(cfg: DebertaConfig, legacy: bool = True):
     """The transformers DebertaV2Config of `cfg`; `legacy` picks DebertaV2ForMaskedLM's head."""
-    transformers = _require_transformers()
+    transformers = require_transformers()
     fields = dict(
         vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
         num_attention_heads=cfg.num_attention_heads, intermediate_size=cfg.intermediate_size,
@@ -620,7 +620,7 @@ def from_transformers(hf_model) -> nn.Module:
     """Our model with the weights of a transformers DebertaV2Model (-> DebertaModel) or
     DebertaV2ForMaskedLM, either head (-> DebertaForMaskedLM without EMD). Same device, dtype and
     train/eval mode."""
-    _require_transformers()
+    require_transformers()
     cls = HF_CLASSES.get(type(hf_model).__name__)
     if cls is None:
         raise ValueError(f"{type(hf_model).__name__} is not supported; supported: {', '.join(HF_CLASSES)}")
@@ -634,7 +634,7 @@ def from_transformers(hf_model) -> nn.Module:
 def to_transformers(model: nn.Module, legacy: bool = True):
     """The transformers DebertaV2Model / DebertaV2ForMaskedLM equivalent to our `model`, with our
     weights. `legacy` picks transformers' MLM head (see HF_HEAD_NAMES); both compute ours."""
-    transformers = _require_transformers()
+    transformers = require_transformers()
     if type(model) not in HF_CLASSES.values():
         raise ValueError(f"{type(model).__name__} is not supported; supported: DebertaModel, DebertaForMaskedLM")
     cfg = model.config

@@ -33,8 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .finetuning import (FinetuneConfig, FinetuneResult, SequenceClassifier, TaskData, batched_logits, encode_texts,
-                         finetune, pool)
+from .finetuning import FinetuneConfig, FinetuneResult, SequenceClassifier, finetune, pool
+from .tasks import TaskData, batched_logits, encode_texts
 from .model import IGNORE_INDEX, BertModel
 
 # ============================================================================================

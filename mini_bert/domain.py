@@ -29,9 +29,9 @@ from typing import Iterable, Sequence
 import torch
 
 from .data import UNCATEGORIZED, Document, load_corpus, topic_labels
-from .finetuning import CASES, Task, _subsample, encode_tagged, truecase_sentences
 from .recipe import Recipe
 from .runtime import seed_everything
+from .tasks import CASES, Task, check_uncased, encode_tagged, subsample, truecase_sentences
 from .tokenization import pre_tokenize
 
 DOMAIN = "Biology and health sciences"  # the largest real topic, and the nearest to BioBERT's domain
@@ -120,11 +120,9 @@ def truecase_task(tokenizer, max_length: int = 64, *, topic: str = DOMAIN, insid
     """Truecasing on the sentences of the domain's articles (inside=True) or of the other topics'
     (inside=False): `labels` training sentences drawn with `seed`, every held-out sentence (or the
     first max_eval); macro-F1 chooses the epoch, as chapter 10's truecase task."""
-    from .finetuning import _check_uncased
-
-    _check_uncased(tokenizer)
+    check_uncased(tokenizer)
     splits = {s: truecase_sentences(domain_documents(topic, s, inside=inside)) for s in ("train", "validation", "test")}
-    splits["train"] = _subsample(splits["train"], labels, seed, "sentences")
+    splits["train"] = subsample(splits["train"], labels, seed, "sentences")
     if max_eval is not None:
         splits["validation"], splits["test"] = splits["validation"][:max_eval], splits["test"][:max_eval]
     data = {s: encode_tagged(tokenizer, examples, max_length) for s, examples in splits.items()}

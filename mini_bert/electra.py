@@ -365,7 +365,7 @@ ELECTRA_NAMES = {
 
 def electra_name(name: str, cfg: BertConfig) -> str:
     """transformers' name for the parameter `name` of our generator (BertForMaskedLM) or ElectraDiscriminator."""
-    renamed = hf._rename(name, ELECTRA_NAMES)
+    renamed = hf.rename(name, ELECTRA_NAMES)
     if renamed is not None:
         return renamed
     if name.startswith("bert."):
@@ -395,7 +395,7 @@ def config_from_transformers(hf_config) -> BertConfig:
 
 def config_to_transformers(cfg: BertConfig, attn_implementation: str | None = None):
     """A transformers ElectraConfig equivalent to `cfg` (pass attn_implementation="eager" for attentions)."""
-    transformers = hf._require_transformers()
+    transformers = hf.require_transformers()
     for field, supported in (("sharing", "none"), ("position_scheme", "bert")):
         if getattr(cfg, field) != supported:
             raise ValueError(f"{field}={getattr(cfg, field)!r} has no ELECTRA equivalent: transformers' ELECTRA "
@@ -417,7 +417,7 @@ def _check_generator_activation(cfg: BertConfig) -> None:
 
 
 def _electra_classes():
-    transformers = hf._require_transformers()
+    transformers = hf.require_transformers()
     return transformers.ElectraForPreTraining, transformers.ElectraForMaskedLM
 
 
@@ -438,7 +438,7 @@ def from_transformers(hf_model) -> ElectraDiscriminator | BertForMaskedLM:
         return _load(ElectraDiscriminator(cfg), hf_model)
     if type(hf_model) is generator_class:
         _check_generator_activation(cfg)
-        if not hf._is_tied(hf_model):
+        if not hf.is_tied(hf_model):
             raise ValueError("the generator's decoder is not tied to the word embeddings (tie_word_embeddings=False); "
                              "our MLM head always ties them")
         return _load(BertForMaskedLM(cfg), hf_model)
@@ -463,7 +463,7 @@ def to_transformers(model: nn.Module, attn_implementation: str | None = None):
     first = next(model.parameters())
     hf_model.to(device=first.device, dtype=first.dtype)
     copy_parameters(model, hf_model, name_map(model), into_ours=False)
-    if hf_class is generator_class and not hf._is_tied(hf_model):
+    if hf_class is generator_class and not hf.is_tied(hf_model):
         raise RuntimeError("transformers untied the generator's decoder from the word embeddings")
     return hf_model.train(model.training)
 

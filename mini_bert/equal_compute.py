@@ -25,12 +25,11 @@ and a fingerprint per arm (`arm_fingerprint`): run_arm on the arm's first steps.
 """
 from __future__ import annotations
 
-import json
 import math
 import platform
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 

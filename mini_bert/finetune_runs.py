@@ -10,15 +10,20 @@ statistics: mean, sample standard deviation, and paired differences with a 95% c
 interval (mini_bert.runs.paired_difference).
 
 The engine "transformers" fine-tunes the same weights with transformers'
-BertForSequenceClassification and a plain loop (mini_bert.hf.finetune_with_transformers): the
+BertForSequenceClassification and a plain loop (finetune_with_transformers, below): the
 reference our fine-tuning is checked against.
 """
 from __future__ import annotations
 
+import atexit
+import copy
 import datetime
 import json
 import math
 import platform
+import shutil
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -26,11 +31,17 @@ from typing import Sequence
 import torch
 
 from .cache import PACKAGE, code_version
+from .checkpoint import save_checkpoint
 from .engine import LogPlan, run_log, seed_list
-from .fingerprint import is_current
-from .finetuning import STRATEGIES, finetune_fingerprint, run_finetune, run_settings
-from .runs import SCALES, PairedDifference, mean_std, paired_difference
-from .runtime import pick_device
+from .fingerprint import PREFIX, Prefix, fingerprint, is_current, isolated, rounded
+from .finetuning import (INITS, STRATEGIES, FinetuneConfig, check_labels, evaluate, evaluate_windows, finetune,
+                         linear_schedule, load_encoder, load_task, make_head, scores)
+from .hf import require_transformers
+from .loop import no_decay_ids
+from .minilm import minilm_path
+from .runs import PRETRAINED, SCALES, PairedDifference, heldout_slices, mean_std, paired_difference, run
+from .runtime import pick_device, seed_everything
+from .tasks import TASKS, encode_windows, topic_examples
 
 RESULTS_DIR = PACKAGE / "results"
 RESULTS_FORMAT = "mini_bert-finetune-grid/1"
@@ -38,6 +49,227 @@ RESULTS_FORMAT = "mini_bert-finetune-grid/1"
 # they import (the pretraining code included: the book's model is trained by it). Not this module:
 # the studies are data, and every record carries its settings, so adding an arm stales no run.
 FINETUNE_CODE = ("finetuning", "hf")
+
+# ============================================================================================
+# One run, as the studies log it
+# ============================================================================================
+
+ENGINES = ("mini_bert", "transformers")
+
+
+# The settings of one run besides the seed. Everything else is FinetuneConfig's default.
+SETTING_KEYS = ("init", "task", "labels", "max_length", "max_eval", "stride", "engine", "strategy", "lr",
+                "epochs", "patience", "pooling")
+
+
+def run_settings(**settings) -> dict:
+    """Complete and check one run's settings (unknown names, tasks, inits, strategies are refused
+    before anything trains)."""
+    unknown = sorted(set(settings) - set(SETTING_KEYS))
+    if unknown:
+        raise ValueError(f"unknown fine-tuning settings {unknown}; the settings are: {', '.join(SETTING_KEYS)}")
+    full = {"init": "tiny-wiki", "task": "topic", "labels": None, "max_length": 64, "max_eval": None,
+            "stride": None, "engine": "mini_bert", **settings}
+    if full["init"] not in INITS and not Path(full["init"]).is_dir():
+        raise ValueError(f"init must be one of {', '.join(INITS)} or a checkpoint folder, got {full['init']!r}")
+    if full["task"] not in TASKS:
+        raise ValueError(f"unknown task {full['task']!r}; the tasks are: {', '.join(TASKS)}")
+    if full["engine"] not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {full['engine']!r}")
+    if full["task"] == "answer-span":  # checked before the generic refusals, which would name another cause
+        if full["engine"] != "mini_bert":
+            raise ValueError("the answer-span task runs on the mini_bert engine only: the transformers reference "
+                             "has no span head here")
+        from .span_task import check_max_length
+
+        check_max_length(full["max_length"])
+    if full["engine"] == "transformers" and (full["init"] != "minilm" or full["task"] == "truecase"):
+        raise ValueError("the transformers reference runs MiniLM on a sequence or pair task")
+    if full["stride"] is not None and full["task"] != "topic":
+        raise ValueError("stride (sliding windows) applies to the topic task, whose articles are long")
+    config_fields = {k: full[k] for k in ("strategy", "lr", "epochs", "patience", "pooling", "max_length")
+                     if k in full}
+    FinetuneConfig(**config_fields)  # raises for a bad strategy, rate, ...
+    return full
+
+
+def finetune_config(settings: dict, seed: int) -> FinetuneConfig:
+    return FinetuneConfig(seed=seed, **{k: settings[k] for k in ("strategy", "lr", "epochs", "patience", "pooling",
+                                                                   "max_length") if k in settings})
+
+
+def prefix_settings(settings: dict, prefix: Prefix = PREFIX) -> dict:
+    """A run's settings cut to a fingerprint's prefix: prefix.epochs epochs on at most
+    prefix.labels labelled examples of at most prefix.max_length tokens (sliding windows keep
+    theirs), scored on at most prefix.max_eval validation and test examples."""
+    settings = run_settings(**settings)
+    return {**settings, "epochs": prefix.epochs, "labels": min(settings["labels"] or prefix.labels, prefix.labels),
+            "max_eval": min(settings["max_eval"] or prefix.max_eval, prefix.max_eval),
+            "max_length": settings["max_length"] if settings["stride"] else min(settings["max_length"],
+                                                                                 prefix.max_length)}
+
+
+_PREFIX_ENCODERS: dict[tuple, str] = {}  # (init, prefix, code version) -> the prefix checkpoint of this process
+
+
+def prefix_init(init: str, prefix: Prefix = PREFIX) -> str:
+    """The encoder a fine-tuning prefix starts from: for the book's pretrained model, the model of
+    its run's own prefix (the fingerprint chains to the pretraining code); any other init as it is.
+    The prefix model is trained once per process and code version, into a temporary folder removed
+    at exit."""
+    if init != "tiny-wiki":
+        return init
+    key = (init, prefix, code_version())
+    if key not in _PREFIX_ENCODERS:
+        folder = tempfile.mkdtemp(prefix="mini_bert-prefix-")
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        trained = run(PRETRAINED[init], progress=False, device="cpu", cache=False, stop_at_step=prefix.steps,
+                      **heldout_slices(prefix))
+        _PREFIX_ENCODERS[key] = str(save_checkpoint(Path(folder) / init, trained.model, trained.tokenizer,
+                                                    recipe=trained.recipe))
+    return _PREFIX_ENCODERS[key]
+
+
+@isolated
+def finetune_fingerprint(settings: dict, seed: int, *, prefix: Prefix = PREFIX) -> dict:
+    """The fingerprint of a fine-tuning run (mini_bert.fingerprint): run_finetune itself on the
+    prefix settings, from the prefix of the book's pretrained model where the run starts from it.
+    exact: training examples, test targets, the chosen epoch; close: each epoch's training loss
+    and learning rate, and the validation and test scores of a few dozen examples."""
+    settings = run_settings(**settings)
+    small = prefix_settings(settings, prefix)
+    record = run_finetune({**small, "init": prefix_init(settings["init"], prefix)}, seed, device="cpu")
+    exact = {"train_examples": record["train_examples"], "test_targets": record["test_targets"],
+             "best_epoch": record["best_epoch"]}
+    close = {"metrics": record["metrics"], "train_loss": record["history"]["train_loss"],
+             "lr": record["history"].get("lr")}
+    return fingerprint({"settings": settings}, exact, rounded(close), prefix)
+
+
+def run_finetune(settings: dict, seed: int, *, device=None) -> dict:
+    """Fine-tune once and return the run's record: {"metrics": validation and test scores,
+    "best_epoch", "seconds", "history"}. The epoch is chosen on validation; test is read once."""
+    settings = run_settings(**settings)
+    config = finetune_config(settings, seed)
+    device = pick_device(str(device) if device is not None else None)
+    start = time.perf_counter()
+    if settings["engine"] == "transformers":
+        from .tokenization import bert_base_uncased_tokenizer
+
+        task = load_task(settings["task"], bert_base_uncased_tokenizer(), config.max_length,
+                         labels=settings["labels"], seed=seed, max_eval=settings["max_eval"])
+        out = finetune_with_transformers(task, config, device=device)
+        history, best_epoch, validation, test = out["history"], out["best_epoch"], out["validation"], out["test"]
+    else:
+        encoder, tokenizer = load_encoder(settings["init"], seed=seed)
+        max_length = min(config.max_length, encoder.config.max_sequence_length)
+        task = load_task(settings["task"], tokenizer, max_length, labels=settings["labels"], seed=seed,
+                         max_eval=settings["max_eval"])
+        model = make_head(task.head, encoder, task.num_labels, config)
+        if settings["stride"] is not None:  # train on every window of an article; score its windows together
+            train_windows = encode_windows(tokenizer, task.examples["train"], max_length, settings["stride"])
+            held = topic_examples("validation")[:settings["max_eval"]]
+            validation_windows = encode_windows(tokenizer, held, max_length, settings["stride"])
+            test_windows = encode_windows(tokenizer, task.examples["test"], max_length, settings["stride"])
+            result = finetune(model, train_windows.data, validation_windows, config, device=device,
+                              metric=task.metric)
+            test = evaluate_windows(result.model, test_windows)
+        else:
+            result = finetune(model, task.train, task.validation, config, device=device, metric=task.metric)
+            test = evaluate(result.model, task.test)
+        history, best_epoch, validation = result.history, result.best_epoch, result.validation
+    metrics = {f"{split}.{name}": float(value) for split, scores_ in (("validation", validation), ("test", test))
+               for name, value in scores_.items() if name != "targets"}
+    return {"metrics": metrics, "best_epoch": best_epoch, "seconds": round(time.perf_counter() - start, 1),
+            "history": history, "train_examples": len(task.train), "test_targets": int(test["targets"])}
+
+
+# ============================================================================================
+# The fine-tuning reference: the same run through transformers
+# ============================================================================================
+
+def finetune_with_transformers(task, config, *, folder=None, device=None) -> dict:
+    """Fine-tune MiniLM (all-MiniLM-L6-v2, or the transformers folder `folder`) on `task` with
+    transformers' BertForSequenceClassification and its own loss, in a plain loop that follows
+    mini_bert.finetuning.finetune step for step (the same shuffled batches, AdamW with the same
+    decay groups, warmup and linear decay, clipping at 1.0, the best validation epoch kept) but
+    shares none of its model code: the reference our fine-tuning of the same weights is checked
+    against. Full fine-tuning only; returns {"history", "best_epoch", "validation", "test"}."""
+    require_transformers()
+    from transformers import BertForSequenceClassification
+
+    if config.strategy != "full" or config.micro_batch_size is not None or config.amp != "off":
+        raise ValueError("the transformers reference fine-tunes in full, without accumulation or mixed precision")
+    if task.kind == "token":
+        raise ValueError("the transformers reference runs sequence and pair tasks (BertForSequenceClassification)")
+    folder = folder or minilm_path() / "model"
+    device = torch.device(device or "cpu")
+    from transformers.utils import logging as hf_logging
+
+    seed_everything(config.seed)  # the classifier's initial weights
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()  # not the report that the new head's weights are new: they are meant to be
+    hf_logging.disable_progress_bar()
+    try:
+        model = BertForSequenceClassification.from_pretrained(str(folder), num_labels=task.num_labels,
+                                                              classifier_dropout=config.dropout).to(device)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+    check_labels(model, task.train, task.validation)
+    no_decay = no_decay_ids(model)
+    params = [p for p in model.parameters()]
+    optimizer = torch.optim.AdamW([{"params": [p for p in params if id(p) not in no_decay],
+                                    "weight_decay": config.weight_decay},
+                                   {"params": [p for p in params if id(p) in no_decay], "weight_decay": 0.0}],
+                                  lr=config.lr)
+    generator = seed_everything(config.seed)
+    total = math.ceil(len(task.train) / config.batch_size) * config.epochs
+
+    @torch.no_grad()
+    def score(data) -> dict:
+        model.eval()
+        predictions = []
+        for start in range(0, len(data), 64):
+            batch = {k: v.to(device) for k, v in data.batch(slice(start, start + 64)).items()}
+            predictions.append(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                                     token_type_ids=batch["token_type_ids"]).logits.argmax(-1).cpu())
+        return scores(torch.cat(predictions), data.labels, task.num_labels)
+
+    history = {"epoch": [], "train_loss": [], f"validation_{task.metric}": []}
+    best, best_state, best_epoch, waited, step = -math.inf, None, 0, 0, 0
+    for epoch in range(config.epochs):
+        model.train()
+        order = torch.randperm(len(task.train), generator=generator)
+        losses = []
+        for start in range(0, len(task.train), config.batch_size):
+            for group in optimizer.param_groups:
+                group["lr"] = config.lr * linear_schedule(step, total, config.warmup)
+            batch = {k: v.to(device) for k, v in task.train.batch(order[start:start + config.batch_size]).items()}
+            optimizer.zero_grad(set_to_none=True)
+            loss = model(**batch).loss  # transformers' own loss: the mean cross-entropy of the batch
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            losses.append(loss.item())
+            step += 1
+        # Early stopping written out again rather than shared with finetune: a reference that
+        # reused our loop's bookkeeping could not catch a mistake in it.
+        result = score(task.validation)
+        history["epoch"].append(epoch + 1)
+        history["train_loss"].append(sum(losses) / len(losses))
+        history[f"validation_{task.metric}"].append(result[task.metric])
+        if result[task.metric] > best:
+            best, best_epoch, waited, validation = result[task.metric], epoch + 1, 0, result
+            best_state = copy.deepcopy(model.state_dict())
+        else:
+            waited += 1
+            if config.patience is not None and waited >= config.patience:
+                break
+    model.load_state_dict(best_state)
+    return {"history": history, "best_epoch": best_epoch, "validation": validation, "test": score(task.test)}
+
 
 # ============================================================================================
 # Studies
@@ -85,7 +317,7 @@ def _strategy_arms(inits_strategies: dict[str, Sequence[str]], base: dict, rates
             for init, strategies in inits_strategies.items() for strategy in strategies for lr in rates[strategy]}
 
 
-def _labels_epochs(labels: int | None) -> int:
+def labels_epochs(labels: int | None) -> int:
     """Epochs for a run on `labels` examples (None: all): small sets get more passes, so that every
     run has at least about 120 optimiser steps of 32 (and at most 30 epochs)."""
     return 4 if labels is None else max(4, min(30, math.ceil(4000 / labels)))
@@ -132,12 +364,12 @@ register_study(Study(
                 "the book's model, full fine-tuning at 1e-3, and the book's model frozen (a linear probe at 3e-2)",
     arms={"cpu": {f"{init}{'-frozen' if strategy == 'frozen' else ''}/labels={n or 'all'}": {
         **CPU_TOPIC, "init": init, "strategy": strategy, "lr": 1e-3 if strategy == "full" else 3e-2, "labels": n,
-        "epochs": _labels_epochs(n), "patience": 3}
+        "epochs": labels_epochs(n), "patience": 3}
         for init, strategy in (("scratch", "full"), ("tiny-wiki", "full"), ("tiny-wiki", "frozen"))
         for n in (100, 300, 1000, None)},
           "gpu": {f"{init}/labels={n or 'all'}": {**GPU_TOPIC, "init": init, "strategy": "full", "lr": 3e-4,
                                                   "labels": n, "patience": 3,
-                                                  "epochs": _labels_epochs(n) if n else 5}
+                                                  "epochs": labels_epochs(n) if n else 5}
                   for init in ("scratch", "tiny-wiki", "minilm") for n in (100, 300, 1000, None)}},
 ))
 

@@ -18,23 +18,17 @@ The reference chapter 10 builds against.
 - `finetune`: AdamW, warmup then linear decay, early stopping on the validation score with the
   best weights restored; `evaluate`: accuracy and macro-F1 (the mean of per-class F1, which a
   majority-class guess cannot game on an imbalanced task).
-- Tasks (`load_task`), all derived from the book's corpus by a stated rule, so nothing downloads:
-  "topic" (one label per article), "same-topic" (sentence pairs) and "truecase" (one label per word).
-- `run_finetune(settings, seed)`: one run as the fine-tuning grids log it (mini_bert.finetune_runs).
+- `load_task`: any task by name (mini_bert.tasks, mini_bert.span_task), each derived from the
+  book's corpus by a stated rule, so nothing downloads; `load_encoder`: the encoder a run starts
+  from. One run as the fine-tuning grids log it: mini_bert.finetune_runs.run_finetune.
 
-This module is not imported by mini_bert.runs, so it is outside the code version of the
-pretraining runs: editing it retrains no cached model. It is inside the code version of the
-fine-tuning logs (mini_bert.finetune_runs.FINETUNE_CODE).
+This module is not imported by mini_bert.runs, so editing it retrains no cached model.
 """
 from __future__ import annotations
 
-import atexit
 import contextlib
 import copy
 import math
-import shutil
-import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -43,14 +37,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .cache import code_version
-from .checkpoint import save_checkpoint
-from .fingerprint import PREFIX, Prefix, fingerprint, isolated, rounded
 from .loop import autocast_context, no_decay_ids
 from .model import IGNORE_INDEX, BertModel, init_weights
 from .recipe import AMP_MODES
-from .runs import PRETRAINED, heldout_slices, pretrained, run
-from .runtime import pick_device, seed_everything
+from .runs import PRETRAINED, pretrained
+from .runtime import seed_everything
+from .tasks import (CASES, TASKS, Task, TaskData, Windows, batched_logits, check_uncased, encode_tagged, encode_texts,
+                    same_topic_examples, subsample, topic_examples, truecase_examples)
 
 STRATEGIES = ("full", "frozen", "llrd", "gradual")
 POOLINGS = ("cls", "pooler", "mean")
@@ -283,96 +276,8 @@ def unfreeze(model: SequenceClassifier | TokenClassifier, config: FinetuneConfig
 
 
 # ============================================================================================
-# Data
+# Encoders and tasks (the tasks themselves: mini_bert.tasks and mini_bert.span_task)
 # ============================================================================================
-
-@dataclass
-class TaskData:
-    """Encoded examples of one split: input_ids, attention_mask, token_type_ids (N, L) and labels,
-    (N,) for a sequence task or (N, L) for a token task, padded to the longest example."""
-
-    input_ids: torch.Tensor
-    attention_mask: torch.Tensor
-    token_type_ids: torch.Tensor
-    labels: torch.Tensor
-
-    def __len__(self) -> int:
-        return self.input_ids.shape[0]
-
-    def batch(self, index: torch.Tensor | slice) -> dict[str, torch.Tensor]:
-        """The rows `index`, cut to the longest real input among them (less padding to compute)."""
-        mask = self.attention_mask[index]
-        length = max(int(mask.sum(1).max()), 1) if mask.numel() else 1
-        batch = {"input_ids": self.input_ids[index, :length], "attention_mask": mask[:, :length],
-                 "token_type_ids": self.token_type_ids[index, :length], "labels": self.labels[index]}
-        if batch["labels"].dim() == 2:
-            batch["labels"] = batch["labels"][:, :length]
-        return batch
-
-
-def encode_texts(tokenizer, examples: Sequence[tuple], max_length: int, *, pairs: bool | None = None) -> TaskData:
-    """Encode (text, label) or (text_a, text_b, label) examples as [CLS] A [SEP] (B [SEP]),
-    truncated to max_length tokens (the longer segment first). pairs=True: every example must be
-    a pair (a pair task given single texts is refused); False: every example a single text."""
-    if not examples:
-        raise ValueError("no examples to encode")
-    encodings, labels = [], []
-    for example in examples:
-        *texts, label = example
-        if len(texts) not in (1, 2):
-            raise ValueError(f"an example is (text, label) or (text_a, text_b, label), got {len(example)} fields")
-        if pairs is not None and (len(texts) == 2) != pairs:
-            raise ValueError("a sentence-pair task needs (text_a, text_b, label) examples, got a single text: "
-                             f"{example!r:.80}" if pairs else
-                             f"a single-text task needs (text, label) examples, got a pair: {example!r:.80}")
-        encodings.append(tokenizer.encode_pair(texts[0], texts[1] if len(texts) == 2 else None, max_length=max_length))
-        labels.append(int(label))
-    width = max(len(e.ids) for e in encodings)
-
-    def padded(rows, value=0):
-        return torch.tensor([list(r) + [value] * (width - len(r)) for r in rows], dtype=torch.long)
-
-    return TaskData(padded([e.ids for e in encodings], tokenizer.pad_id), padded([e.attention_mask for e in encodings]),
-                    padded([e.token_type_ids for e in encodings]), torch.tensor(labels, dtype=torch.long))
-
-
-@dataclass
-class Windows:
-    """Long texts cut into overlapping windows: `data` holds one row per window, labelled with its
-    text's label, and `text_of[i]` says which text window i belongs to."""
-
-    data: TaskData
-    text_of: torch.Tensor  # (windows,)
-    labels: torch.Tensor  # (texts,): one label per text
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-
-def encode_windows(tokenizer, examples: Sequence[tuple[str, int]], max_length: int, stride: int) -> Windows:
-    """Cut each (text, label) into windows of max_length - 2 tokens, each starting `stride` tokens
-    after the previous one, as [CLS] window [SEP]: the notes' answer to inputs longer than the
-    model's positions. A text that fits is one window, the same input truncation would give it."""
-    width = max_length - 2
-    if not 1 <= stride <= width:
-        raise ValueError(f"stride must be from 1 to max_length - 2 = {width}, got {stride}")
-    windows, text_of = [], []
-    for t, (text, label) in enumerate(examples):
-        ids = tokenizer.encode(text)
-        starts = list(range(0, max(len(ids) - width, 0) + 1, stride))
-        if starts[-1] + width < len(ids):  # the stride skipped the end: one more window on it
-            starts.append(len(ids) - width)
-        for start in starts:
-            windows.append((ids[start:start + width], label))
-            text_of.append(t)
-    rows = [[tokenizer.cls_id, *piece, tokenizer.sep_id] for piece, _ in windows]
-    longest = max(len(r) for r in rows)
-    data = TaskData(torch.tensor([r + [tokenizer.pad_id] * (longest - len(r)) for r in rows]),
-                    torch.tensor([[1] * len(r) + [0] * (longest - len(r)) for r in rows]),
-                    torch.zeros(len(rows), longest, dtype=torch.long),
-                    torch.tensor([label for _, label in windows]))
-    return Windows(data, torch.tensor(text_of), torch.tensor([int(label) for _, label in examples]))
-
 
 def window_logits(model: nn.Module, windows: Windows, batch_size: int = 64) -> torch.Tensor:
     """One row of logits per text: the mean of its windows' logits."""
@@ -384,31 +289,6 @@ def window_logits(model: nn.Module, windows: Windows, batch_size: int = 64) -> t
 def evaluate_windows(model: nn.Module, windows: Windows) -> dict[str, float]:
     """accuracy and macro-F1 of the pooled window logits, one prediction per text."""
     return scores(window_logits(model, windows).argmax(-1), windows.labels, model.num_labels)
-
-
-def encode_tagged(tokenizer, sentences: Sequence[tuple[Sequence[str], Sequence[int]]], max_length: int) -> TaskData:
-    """Encode tagged sentences ([words], [tag ids]) for a token task: each word's first piece
-    carries the word's tag, its other pieces and [CLS]/[SEP]/padding carry IGNORE_INDEX (the
-    common convention: one prediction per word, scored once)."""
-    rows, label_rows = [], []
-    for words, tags in sentences:
-        if len(words) != len(tags):
-            raise ValueError(f"a sentence has {len(words)} words but {len(tags)} tags")
-        ids, labels = [tokenizer.cls_id], [IGNORE_INDEX]
-        for word, tag in zip(words, tags):
-            pieces = tokenizer.encode(word) or [tokenizer.unk_id]
-            if len(ids) + len(pieces) > max_length - 1:
-                break
-            ids += pieces
-            labels += [int(tag)] + [IGNORE_INDEX] * (len(pieces) - 1)
-        rows.append(ids + [tokenizer.sep_id])
-        label_rows.append(labels + [IGNORE_INDEX])
-    width = max(len(r) for r in rows)
-    pad = lambda r, v: r + [v] * (width - len(r))  # noqa: E731
-    return TaskData(torch.tensor([pad(r, tokenizer.pad_id) for r in rows]),
-                    torch.tensor([pad([1] * len(r), 0) for r in rows]),
-                    torch.zeros(len(rows), width, dtype=torch.long),
-                    torch.tensor([pad(r, IGNORE_INDEX) for r in label_rows]))
 
 
 INITS = ("scratch", "tiny-wiki", "minilm")  # or the path of a checkpoint folder
@@ -447,128 +327,6 @@ def load_encoder(init: str, *, seed: int = 0, progress: bool = False) -> tuple[B
     return ckpt.model.bert.train(), ckpt.tokenizer
 
 
-TASKS = ("topic", "same-topic", "truecase", "answer-span")  # answer-span: mini_bert.span_task
-CASES = ("lower", "capitalised", "upper")  # the truecase task's labels
-
-
-@dataclass
-class Task:
-    """A downstream task, encoded: its three splits, the names of its labels, and what to score.
-
-    kind: "sequence" (one label per text), "pair" (one label per text pair) or "token" (one label
-    per word). metric: the validation score that chooses the epoch ("accuracy" on balanced tasks,
-    "macro_f1" where one class dominates). examples: the raw (text, label) or (text_a, text_b,
-    label) examples of train and test, for the bag-of-words baseline (sequence and pair tasks).
-    """
-
-    name: str
-    kind: str
-    train: TaskData
-    validation: TaskData
-    test: TaskData
-    label_names: list[str]
-    metric: str
-    examples: dict[str, list] = field(default_factory=dict)
-
-    @property
-    def num_labels(self) -> int:
-        return len(self.label_names)
-
-    @property
-    def head(self) -> str:
-        """The head it needs: "token" for tagging, "sequence" for texts and pairs alike."""
-        if self.kind == "span":  # answer-span: a start and an end per token
-            return "span"
-        return "token" if self.kind == "token" else "sequence"
-
-
-def _subsample(items: list, labels: int | None, seed: int, what: str) -> list:
-    """`labels` items drawn with `seed` (kept in their order), or all of them."""
-    if labels is None:
-        return items
-    if isinstance(labels, bool) or not isinstance(labels, int) or not 1 <= labels <= len(items):
-        raise ValueError(f"labels must be a whole number from 1 to the {len(items)} training {what}, got {labels!r}")
-    keep = torch.randperm(len(items), generator=torch.Generator().manual_seed(seed))[:labels]
-    return [items[i] for i in sorted(keep.tolist())]
-
-
-def topic_examples(split: str) -> list[tuple[str, int]]:
-    """(lead section, topic id) for every article of `split` with a topic."""
-    from .data import classification_examples
-
-    return classification_examples(split)
-
-
-def same_topic_examples(split: str) -> list[tuple[str, str, int]]:
-    """Sentence pairs (first sentence of article A, first sentence of article B, 1 if both articles
-    have the same topic else 0), one pair per article A of `split`, B drawn from the same split:
-    half the time among A's topic, half among the others. The draw is fixed (seed 0), so every
-    run is scored on the same pairs. This is the topic signal that ALBERT found next-sentence
-    prediction collapses to, asked as a task: it needs both sentences (neither alone says the
-    label), and the labels come from the corpus's topic of each article."""
-    from .data import UNCATEGORIZED, load_corpus
-
-    docs = [d for d in load_corpus(split) if d.topic != UNCATEGORIZED]
-    by_topic: dict[str, list[int]] = {}
-    for i, d in enumerate(docs):
-        by_topic.setdefault(d.topic, []).append(i)
-    generator = torch.Generator().manual_seed(0)
-    examples = []
-    for i, doc in enumerate(docs):
-        same = bool(torch.rand((), generator=generator) < 0.5) and len(by_topic[doc.topic]) > 1
-        pool_ = [j for j in by_topic[doc.topic] if j != i] if same else \
-            [j for j in range(len(docs)) if docs[j].topic != doc.topic]
-        j = pool_[int(torch.randint(len(pool_), (), generator=generator))]
-        examples.append((doc.sentences[0], docs[j].sentences[0], int(same)))
-    return examples
-
-
-def word_case(word: str) -> int | None:
-    """The truecase label of a word as written: 2 "upper" (two or more letters, all capitals:
-    NASA, UK), 1 "capitalised" (first letter a capital: Paris, McDonald), 0 "lower"; None for a
-    word without letters (numbers, punctuation), which carries no label."""
-    letters = [c for c in word if c.isalpha()]
-    if not letters:
-        return None
-    if len(letters) > 1 and all(c.isupper() for c in letters):
-        return 2
-    return 1 if letters[0].isupper() else 0
-
-
-def truecase_examples(split: str) -> list[tuple[list[str], list[int]]]:
-    """Every sentence of `split` as (lower-cased words, case labels): truecasing, restoring the
-    capitals that an uncased model never sees. The labels are the capitals the Wikipedia authors
-    wrote (CC BY-SA, with the corpus), so they mark names of people, places, organisations and
-    works: a named-entity signal without annotators. The first word of a sentence is capitalised
-    by rule, not by meaning, so it carries no label (IGNORE_INDEX); neither do words without
-    letters."""
-    from .data import load_corpus
-
-    return truecase_sentences(load_corpus(split))
-
-
-def truecase_sentences(documents) -> list[tuple[list[str], list[int]]]:
-    """truecase_examples of the given documents (a split, or one topic's articles: the domain
-    tasks of mini_bert.domain), every sentence with at least one labelled word."""
-    from .tokenization import pre_tokenize
-
-    examples = []
-    for doc in documents:
-        for sentence in doc.sentences:
-            words = pre_tokenize(sentence, lowercase=False)
-            tags = [word_case(w) for w in words]
-            tags = [IGNORE_INDEX if t is None or i == 0 else t for i, t in enumerate(tags)]
-            if any(t != IGNORE_INDEX for t in tags):
-                examples.append(([w.lower() for w in words], tags))
-    return examples
-
-
-def _check_uncased(tokenizer) -> None:
-    if tokenizer.encode("Paris") != tokenizer.encode("paris"):
-        raise ValueError("the truecase task needs an uncased tokenizer (one that lower-cases its input): a cased "
-                         "model sees the capitals it is asked to restore")
-
-
 def load_task(name: str, tokenizer, max_length: int, *, labels: int | None = None, seed: int = 0,
               max_eval: int | None = None) -> Task:
     """Task `name` (TASKS) encoded with `tokenizer` and truncated to `max_length` tokens.
@@ -586,7 +344,7 @@ def load_task(name: str, tokenizer, max_length: int, *, labels: int | None = Non
 
         return load_span_task(tokenizer, max_length, labels=labels, seed=seed, max_eval=max_eval)
     if name == "truecase":
-        _check_uncased(tokenizer)
+        check_uncased(tokenizer)
         splits = {s: truecase_examples(s) for s in ("train", "validation", "test")}
         kind, label_names, metric, what = "token", list(CASES), "macro_f1", "sentences"
     elif name == "same-topic":
@@ -597,7 +355,7 @@ def load_task(name: str, tokenizer, max_length: int, *, labels: int | None = Non
 
         splits = {s: topic_examples(s) for s in ("train", "validation", "test")}
         kind, label_names, metric, what = "sequence", topic_labels(), "accuracy", "articles"
-    splits["train"] = _subsample(splits["train"], labels, seed, what)
+    splits["train"] = subsample(splits["train"], labels, seed, what)
     if max_eval is not None:
         splits["validation"], splits["test"] = splits["validation"][:max_eval], splits["test"][:max_eval]
     encode = (lambda ex: encode_tagged(tokenizer, ex, max_length)) if kind == "token" else \
@@ -653,20 +411,6 @@ def linear_schedule(step: int, total: int, warmup: float) -> float:
     if step < warm:
         return (step + 1) / warm
     return max(0.0, (total - step) / max(1, total - warm))
-
-
-@torch.no_grad()
-def batched_logits(model: nn.Module, data: TaskData, batch_size: int = 64) -> list[torch.Tensor]:
-    """The model's logits on `data`, batch by batch (on the CPU), in eval mode."""
-    was_training = model.training
-    model.eval()
-    device = next(model.parameters()).device
-    logits = []
-    for start in range(0, len(data), batch_size):
-        batch = {k: v.to(device) for k, v in data.batch(slice(start, start + batch_size)).items()}
-        logits.append(model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).cpu())
-    model.train(was_training)
-    return logits
 
 
 def predict(model: nn.Module, data: TaskData, batch_size: int = 64) -> torch.Tensor:
@@ -835,137 +579,3 @@ def finetune(model: SequenceClassifier | TokenClassifier, train: TaskData, valid
     model.load_state_dict(best_state)
     model.eval()
     return FinetuneResult(model, history, best_epoch, validation_scores)
-
-
-# ============================================================================================
-# One run, as the studies log it (mini_bert.finetune_runs)
-# ============================================================================================
-
-ENGINES = ("mini_bert", "transformers")
-
-# The settings of one run besides the seed. Everything else is FinetuneConfig's default.
-SETTING_KEYS = ("init", "task", "labels", "max_length", "max_eval", "stride", "engine", "strategy", "lr",
-                "epochs", "patience", "pooling")
-
-
-def run_settings(**settings) -> dict:
-    """Complete and check one run's settings (unknown names, tasks, inits, strategies are refused
-    before anything trains)."""
-    unknown = sorted(set(settings) - set(SETTING_KEYS))
-    if unknown:
-        raise ValueError(f"unknown fine-tuning settings {unknown}; the settings are: {', '.join(SETTING_KEYS)}")
-    full = {"init": "tiny-wiki", "task": "topic", "labels": None, "max_length": 64, "max_eval": None,
-            "stride": None, "engine": "mini_bert", **settings}
-    if full["init"] not in INITS and not Path(full["init"]).is_dir():
-        raise ValueError(f"init must be one of {', '.join(INITS)} or a checkpoint folder, got {full['init']!r}")
-    if full["task"] not in TASKS:
-        raise ValueError(f"unknown task {full['task']!r}; the tasks are: {', '.join(TASKS)}")
-    if full["engine"] not in ENGINES:
-        raise ValueError(f"engine must be one of {ENGINES}, got {full['engine']!r}")
-    if full["task"] == "answer-span":  # checked before the generic refusals, which would name another cause
-        if full["engine"] != "mini_bert":
-            raise ValueError("the answer-span task runs on the mini_bert engine only: the transformers reference "
-                             "has no span head here")
-        from .span_task import check_max_length
-
-        check_max_length(full["max_length"])
-    if full["engine"] == "transformers" and (full["init"] != "minilm" or full["task"] == "truecase"):
-        raise ValueError("the transformers reference runs MiniLM on a sequence or pair task")
-    if full["stride"] is not None and full["task"] != "topic":
-        raise ValueError("stride (sliding windows) applies to the topic task, whose articles are long")
-    config_fields = {k: full[k] for k in ("strategy", "lr", "epochs", "patience", "pooling", "max_length")
-                     if k in full}
-    FinetuneConfig(**config_fields)  # raises for a bad strategy, rate, ...
-    return full
-
-
-def finetune_config(settings: dict, seed: int) -> FinetuneConfig:
-    return FinetuneConfig(seed=seed, **{k: settings[k] for k in ("strategy", "lr", "epochs", "patience", "pooling",
-                                                                   "max_length") if k in settings})
-
-
-def prefix_settings(settings: dict, prefix: Prefix = PREFIX) -> dict:
-    """A run's settings cut to a fingerprint's prefix: prefix.epochs epochs on at most
-    prefix.labels labelled examples of at most prefix.max_length tokens (sliding windows keep
-    theirs), scored on at most prefix.max_eval validation and test examples."""
-    settings = run_settings(**settings)
-    return {**settings, "epochs": prefix.epochs, "labels": min(settings["labels"] or prefix.labels, prefix.labels),
-            "max_eval": min(settings["max_eval"] or prefix.max_eval, prefix.max_eval),
-            "max_length": settings["max_length"] if settings["stride"] else min(settings["max_length"],
-                                                                                 prefix.max_length)}
-
-
-_PREFIX_ENCODERS: dict[tuple, str] = {}  # (init, prefix, code version) -> the prefix checkpoint of this process
-
-
-def prefix_init(init: str, prefix: Prefix = PREFIX) -> str:
-    """The encoder a fine-tuning prefix starts from: for the book's pretrained model, the model of
-    its run's own prefix (the fingerprint chains to the pretraining code); any other init as it is.
-    The prefix model is trained once per process and code version, into a temporary folder removed
-    at exit."""
-    if init != "tiny-wiki":
-        return init
-    key = (init, prefix, code_version())
-    if key not in _PREFIX_ENCODERS:
-        folder = tempfile.mkdtemp(prefix="mini_bert-prefix-")
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        trained = run(PRETRAINED[init], progress=False, device="cpu", cache=False, stop_at_step=prefix.steps,
-                      **heldout_slices(prefix))
-        _PREFIX_ENCODERS[key] = str(save_checkpoint(Path(folder) / init, trained.model, trained.tokenizer,
-                                                    recipe=trained.recipe))
-    return _PREFIX_ENCODERS[key]
-
-
-@isolated
-def finetune_fingerprint(settings: dict, seed: int, *, prefix: Prefix = PREFIX) -> dict:
-    """The fingerprint of a fine-tuning run (mini_bert.fingerprint): run_finetune itself on the
-    prefix settings, from the prefix of the book's pretrained model where the run starts from it.
-    exact: training examples, test targets, the chosen epoch; close: each epoch's training loss
-    and learning rate, and the validation and test scores of a few dozen examples."""
-    settings = run_settings(**settings)
-    small = prefix_settings(settings, prefix)
-    record = run_finetune({**small, "init": prefix_init(settings["init"], prefix)}, seed, device="cpu")
-    exact = {"train_examples": record["train_examples"], "test_targets": record["test_targets"],
-             "best_epoch": record["best_epoch"]}
-    close = {"metrics": record["metrics"], "train_loss": record["history"]["train_loss"],
-             "lr": record["history"].get("lr")}
-    return fingerprint({"settings": settings}, exact, rounded(close), prefix)
-
-
-def run_finetune(settings: dict, seed: int, *, device=None) -> dict:
-    """Fine-tune once and return the run's record: {"metrics": validation and test scores,
-    "best_epoch", "seconds", "history"}. The epoch is chosen on validation; test is read once."""
-    settings = run_settings(**settings)
-    config = finetune_config(settings, seed)
-    device = pick_device(str(device) if device is not None else None)
-    start = time.perf_counter()
-    if settings["engine"] == "transformers":
-        from .hf import finetune_with_transformers  # here: transformers is optional
-        from .tokenization import bert_base_uncased_tokenizer
-
-        task = load_task(settings["task"], bert_base_uncased_tokenizer(), config.max_length,
-                         labels=settings["labels"], seed=seed, max_eval=settings["max_eval"])
-        out = finetune_with_transformers(task, config, device=device)
-        history, best_epoch, validation, test = out["history"], out["best_epoch"], out["validation"], out["test"]
-    else:
-        encoder, tokenizer = load_encoder(settings["init"], seed=seed)
-        max_length = min(config.max_length, encoder.config.max_sequence_length)
-        task = load_task(settings["task"], tokenizer, max_length, labels=settings["labels"], seed=seed,
-                         max_eval=settings["max_eval"])
-        model = make_head(task.head, encoder, task.num_labels, config)
-        if settings["stride"] is not None:  # train on every window of an article; score its windows together
-            train_windows = encode_windows(tokenizer, task.examples["train"], max_length, settings["stride"])
-            held = topic_examples("validation")[:settings["max_eval"]]
-            validation_windows = encode_windows(tokenizer, held, max_length, settings["stride"])
-            test_windows = encode_windows(tokenizer, task.examples["test"], max_length, settings["stride"])
-            result = finetune(model, train_windows.data, validation_windows, config, device=device,
-                              metric=task.metric)
-            test = evaluate_windows(result.model, test_windows)
-        else:
-            result = finetune(model, task.train, task.validation, config, device=device, metric=task.metric)
-            test = evaluate(result.model, task.test)
-        history, best_epoch, validation = result.history, result.best_epoch, result.validation
-    metrics = {f"{split}.{name}": float(value) for split, scores_ in (("validation", validation), ("test", test))
-               for name, value in scores_.items() if name != "targets"}
-    return {"metrics": metrics, "best_epoch": best_epoch, "seconds": round(time.perf_counter() - start, 1),
-            "history": history, "train_examples": len(task.train), "test_targets": int(test["targets"])}

@@ -111,7 +111,7 @@ ACTIVATIONS_FROM_HF = {"gelu": "gelu", "gelu_python": "gelu", "gelu_new": "gelu_
 ACTIVATIONS_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
 
 
-def _rename(name: str, table: dict[str, str], **index) -> str | None:
+def rename(name: str, table: dict[str, str], **index) -> str | None:
     """Translate `name` with its longest matching table entry; None if no entry matches."""
     parts = name.split(".")
     for k in range(len(parts), 0, -1):
@@ -124,7 +124,7 @@ def _rename(name: str, table: dict[str, str], **index) -> str | None:
 def hf_name(name: str, cfg: BertConfig, family: str, has_head: bool) -> str:
     """The transformers name of our parameter `name` (as in `model.named_parameters()`)."""
     if has_head and not name.startswith("bert."):
-        head_name = _rename(name, HEAD_NAMES[family])
+        head_name = rename(name, HEAD_NAMES[family])
         if head_name is None:
             raise ValueError(f"our parameter {name!r} has no counterpart in a transformers {CLASS_PREFIX[family]} model")
         return head_name
@@ -136,7 +136,7 @@ def hf_name(name: str, cfg: BertConfig, family: str, has_head: bool) -> str:
         body = body.replace(f"encoder.layers.{i}.", "encoder.layers.{i}.", 1)
         # Our "none" is one group per layer; "all" puts every layer in group 0.
         index = dict(i=i, g=0 if cfg.sharing == "all" else i)
-    translated = _rename(body, BODY_NAMES[family], **index)
+    translated = rename(body, BODY_NAMES[family], **index)
     if translated is None:
         raise ValueError(f"our parameter {name!r} has no counterpart in a transformers {CLASS_PREFIX[family]} model")
     return (BODY_PREFIX[family] if has_head else "") + translated
@@ -180,7 +180,7 @@ def load_hf_state_dict(model: nn.Module, tensors: dict[str, torch.Tensor], famil
 
 
 # ----------------------------------------------------------------------------- configs
-def _require_transformers():
+def require_transformers():
     try:
         import transformers
     except ImportError as error:
@@ -189,7 +189,7 @@ def _require_transformers():
     return transformers
 
 
-def _get(hf_config, name: str, default=...):
+def config_field(hf_config, name: str, default=...):
     """Read a field from a transformers config object or from a plain dict (a config.json)."""
     value = hf_config.get(name, default) if isinstance(hf_config, dict) else getattr(hf_config, name, default)
     if value is ...:
@@ -203,44 +203,44 @@ def config_from_transformers(hf_config) -> BertConfig:
     Also accepts the dict of a config.json, so reading a checkpoint does not need transformers.
     Raises ValueError naming the field for anything our model does not implement.
     """
-    family = _get(hf_config, "model_type", None)
+    family = config_field(hf_config, "model_type", None)
     if family not in FAMILIES:
         raise ValueError(f"model_type {family!r} is not supported; supported: {', '.join(FAMILIES)}")
     # Features of the transformers classes that our encoder does not have.
     for field, supported in (("is_decoder", False), ("add_cross_attention", False),
                              ("position_embedding_type", "absolute")):
-        value = _get(hf_config, field, supported)
+        value = config_field(hf_config, field, supported)
         if value != supported:
             raise ValueError(f"{field}={value!r} is not supported: mini_bert implements only {field}={supported!r}")
-    act = _get(hf_config, "hidden_act")
+    act = config_field(hf_config, "hidden_act")
     if not isinstance(act, str) or act not in ACTIVATIONS_FROM_HF:
         raise ValueError(f"hidden_act={act!r} is not supported; supported: {', '.join(ACTIVATIONS_FROM_HF)}")
-    pad = _get(hf_config, "pad_token_id")
+    pad = config_field(hf_config, "pad_token_id")
     if pad is None:
         raise ValueError("pad_token_id=None is not supported: mini_bert needs a padding id")
     extra = {}
     if family == "roberta":
         extra["position_scheme"] = "roberta"
     if family == "albert":
-        extra.update(embedding_size=_get(hf_config, "embedding_size"), sharing=_albert_sharing(hf_config))
+        extra.update(embedding_size=config_field(hf_config, "embedding_size"), sharing=_albert_sharing(hf_config))
     if isinstance(hf_config, dict):  # config.json stores labels, not their number
         num_labels = len(hf_config.get("id2label") or {}) or hf_config.get("num_labels", 2)
     else:
         num_labels = hf_config.num_labels
     return BertConfig(
-        vocab_size=_get(hf_config, "vocab_size"),
-        hidden_size=_get(hf_config, "hidden_size"),
-        num_hidden_layers=_get(hf_config, "num_hidden_layers"),
-        num_attention_heads=_get(hf_config, "num_attention_heads"),
-        intermediate_size=_get(hf_config, "intermediate_size"),
+        vocab_size=config_field(hf_config, "vocab_size"),
+        hidden_size=config_field(hf_config, "hidden_size"),
+        num_hidden_layers=config_field(hf_config, "num_hidden_layers"),
+        num_attention_heads=config_field(hf_config, "num_attention_heads"),
+        intermediate_size=config_field(hf_config, "intermediate_size"),
         hidden_act=ACTIVATIONS_FROM_HF[act],
-        hidden_dropout_prob=float(_get(hf_config, "hidden_dropout_prob")),
-        attention_probs_dropout_prob=float(_get(hf_config, "attention_probs_dropout_prob")),
-        max_position_embeddings=_get(hf_config, "max_position_embeddings"),
-        type_vocab_size=_get(hf_config, "type_vocab_size"),
-        layer_norm_eps=_get(hf_config, "layer_norm_eps"),
+        hidden_dropout_prob=float(config_field(hf_config, "hidden_dropout_prob")),
+        attention_probs_dropout_prob=float(config_field(hf_config, "attention_probs_dropout_prob")),
+        max_position_embeddings=config_field(hf_config, "max_position_embeddings"),
+        type_vocab_size=config_field(hf_config, "type_vocab_size"),
+        layer_norm_eps=config_field(hf_config, "layer_norm_eps"),
         pad_token_id=pad,
-        initializer_range=_get(hf_config, "initializer_range"),
+        initializer_range=config_field(hf_config, "initializer_range"),
         num_labels=num_labels,
         **extra,
     )
@@ -249,8 +249,8 @@ def config_from_transformers(hf_config) -> BertConfig:
 def _albert_sharing(hf_config) -> str:
     """ALBERT shares by groups: layer i runs group i * groups // layers, each group holding
     `inner_group_num` layers. We can express one group (all shared) and one group per layer."""
-    layers, groups = _get(hf_config, "num_hidden_layers"), _get(hf_config, "num_hidden_groups")
-    inner = _get(hf_config, "inner_group_num")
+    layers, groups = config_field(hf_config, "num_hidden_layers"), config_field(hf_config, "num_hidden_groups")
+    inner = config_field(hf_config, "inner_group_num")
     if inner != 1:
         raise ValueError(f"inner_group_num={inner} is not supported: mini_bert runs one layer per group (1)")
     if groups == 1:
@@ -297,7 +297,7 @@ def _check_kind(cfg: BertConfig, kind: str) -> None:
 def config_to_transformers(cfg: BertConfig, kind: str | None = None, attn_implementation: str | None = None):
     """A transformers config equivalent to `cfg`. `kind` ("bert" | "roberta" | "albert") defaults
     to `infer_kind(cfg)`; pass attn_implementation="eager" to get attention probabilities back."""
-    transformers = _require_transformers()
+    transformers = require_transformers()
     kind = kind or infer_kind(cfg)
     _check_kind(cfg, kind)
     fields = dict(
@@ -336,7 +336,7 @@ def _check_mlm_activation(cfg: BertConfig, family: str, suffix: str) -> None:
                          "so only hidden_act='gelu' converts with its MLM head")
 
 
-def _is_tied(hf_model) -> bool:
+def is_tied(hf_model) -> bool:
     out = hf_model.get_output_embeddings()
     return out is None or out.weight is hf_model.get_input_embeddings().weight
 
@@ -348,11 +348,11 @@ def from_transformers(hf_model) -> nn.Module:
     *ForMaskedLM -> BertForMaskedLM; Bert|AlbertForSequenceClassification -> BertForSequenceClassification.
     The result is on the same device, in the same dtype and in the same train/eval mode.
     """
-    _require_transformers()
+    require_transformers()
     family, suffix = _family_and_suffix(hf_model)
     cfg = config_from_transformers(hf_model.config)
     _check_mlm_activation(cfg, family, suffix)
-    if not _is_tied(hf_model):
+    if not is_tied(hf_model):
         raise ValueError("the decoder is not tied to the word embeddings (tie_word_embeddings=False); "
                          "our MLM head always ties them")
     cls = {suffix: cls for cls, suffix in HEAD_SUFFIX.items()}[suffix]
@@ -383,7 +383,7 @@ def to_transformers(model: nn.Module, kind: str | None = None, attn_implementati
     an embedding_size or sharing "all" -> Albert*, else Bert*; `kind` overrides the family.
     Pass attn_implementation="eager" to get attention probabilities from the result.
     """
-    transformers = _require_transformers()
+    transformers = require_transformers()
     if type(model) not in HEAD_SUFFIX:
         raise ValueError(f"{type(model).__name__} is not supported; supported: "
                          f"{', '.join(c.__name__ for c in HEAD_SUFFIX)}")
@@ -415,101 +415,6 @@ def to_transformers(model: nn.Module, kind: str | None = None, attn_implementati
             if target.shape != param.shape:  # copy_ would broadcast some mismatches silently
                 raise ValueError(f"{names[our_name]} has shape {tuple(target.shape)}, ours {our_name} {tuple(param.shape)}")
             target.copy_(param)
-    if not _is_tied(hf_model):
+    if not is_tied(hf_model):
         raise RuntimeError("transformers untied the decoder from the word embeddings")
     return hf_model.train(model.training)
-
-
-# ============================================================================================
-# The fine-tuning reference
-# ============================================================================================
-
-def finetune_with_transformers(task, config, *, folder=None, device=None) -> dict:
-    """Fine-tune MiniLM (all-MiniLM-L6-v2, or the transformers folder `folder`) on `task` with
-    transformers' BertForSequenceClassification and its own loss, in a plain loop that follows
-    mini_bert.finetuning.finetune step for step (the same shuffled batches, AdamW with the same
-    decay groups, warmup and linear decay, clipping at 1.0, the best validation epoch kept) but
-    shares none of its model code: the reference our fine-tuning of the same weights is checked
-    against. Full fine-tuning only; returns {"history", "best_epoch", "validation", "test"}."""
-    import copy
-    import math
-
-    _require_transformers()
-    from transformers import BertForSequenceClassification
-
-    from .finetuning import check_labels, linear_schedule, scores
-    from .loop import no_decay_ids
-    from .minilm import minilm_path
-    from .runtime import seed_everything
-
-    if config.strategy != "full" or config.micro_batch_size is not None or config.amp != "off":
-        raise ValueError("the transformers reference fine-tunes in full, without accumulation or mixed precision")
-    if task.kind == "token":
-        raise ValueError("the transformers reference runs sequence and pair tasks (BertForSequenceClassification)")
-    folder = folder or minilm_path() / "model"
-    device = torch.device(device or "cpu")
-    from transformers.utils import logging as hf_logging
-
-    seed_everything(config.seed)  # the classifier's initial weights
-    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()  # not the report that the new head's weights are new: they are meant to be
-    hf_logging.disable_progress_bar()
-    try:
-        model = BertForSequenceClassification.from_pretrained(str(folder), num_labels=task.num_labels,
-                                                              classifier_dropout=config.dropout).to(device)
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
-    check_labels(model, task.train, task.validation)
-    no_decay = no_decay_ids(model)
-    params = [p for p in model.parameters()]
-    optimizer = torch.optim.AdamW([{"params": [p for p in params if id(p) not in no_decay],
-                                    "weight_decay": config.weight_decay},
-                                   {"params": [p for p in params if id(p) in no_decay], "weight_decay": 0.0}],
-                                  lr=config.lr)
-    generator = seed_everything(config.seed)
-    total = math.ceil(len(task.train) / config.batch_size) * config.epochs
-
-    @torch.no_grad()
-    def score(data) -> dict:
-        model.eval()
-        predictions = []
-        for start in range(0, len(data), 64):
-            batch = {k: v.to(device) for k, v in data.batch(slice(start, start + 64)).items()}
-            predictions.append(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                                     token_type_ids=batch["token_type_ids"]).logits.argmax(-1).cpu())
-        return scores(torch.cat(predictions), data.labels, task.num_labels)
-
-    history = {"epoch": [], "train_loss": [], f"validation_{task.metric}": []}
-    best, best_state, best_epoch, waited, step = -math.inf, None, 0, 0, 0
-    for epoch in range(config.epochs):
-        model.train()
-        order = torch.randperm(len(task.train), generator=generator)
-        losses = []
-        for start in range(0, len(task.train), config.batch_size):
-            for group in optimizer.param_groups:
-                group["lr"] = config.lr * linear_schedule(step, total, config.warmup)
-            batch = {k: v.to(device) for k, v in task.train.batch(order[start:start + config.batch_size]).items()}
-            optimizer.zero_grad(set_to_none=True)
-            loss = model(**batch).loss  # transformers' own loss: the mean cross-entropy of the batch
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            losses.append(loss.item())
-            step += 1
-        # Early stopping written out again rather than shared with finetune: a reference that
-        # reused our loop's bookkeeping could not catch a mistake in it.
-        result = score(task.validation)
-        history["epoch"].append(epoch + 1)
-        history["train_loss"].append(sum(losses) / len(losses))
-        history[f"validation_{task.metric}"].append(result[task.metric])
-        if result[task.metric] > best:
-            best, best_epoch, waited, validation = result[task.metric], epoch + 1, 0, result
-            best_state = copy.deepcopy(model.state_dict())
-        else:
-            waited += 1
-            if config.patience is not None and waited >= config.patience:
-                break
-    model.load_state_dict(best_state)
-    return {"history": history, "best_epoch": best_epoch, "validation": validation, "test": score(task.test)}

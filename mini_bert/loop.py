@@ -32,7 +32,7 @@ from .batches import PretrainingData
 from .evaluation import evaluate_mlm
 from .model import BertForPreTraining
 from .objectives import Objective, ObjectiveResult, needs_pooler, objectives_for
-from .recipe import Recipe, parse_budget
+from .recipe import Recipe, TrainState, parse_budget
 from .runtime import pick_device
 
 
@@ -273,13 +273,6 @@ class _DeferredInterrupt:
 def new_history() -> dict[str, list]:
     """One entry per optimiser step (plus held-out evaluations): plt.plot(h["step"], h["loss"])."""
     return {k: [] for k in HISTORY_KEYS + EVAL_KEYS}
-
-
-@dataclass
-class TrainState:
-    step: int = 0
-    tokens: int = 0
-    seconds: float = 0.0  # training time only: evaluation and checkpointing are not counted
 
 
 def train(model: BertForPreTraining, batches: Callable[[int, float], dict], recipe: Recipe, *,

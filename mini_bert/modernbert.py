@@ -39,10 +39,10 @@ from torch import nn
 
 from .config import ACTIVATION_ALIASES, ACTIVATIONS, BertConfig
 from .conversion import copy_parameters, read_activation, read_padding_id
-from .hf import ACTIVATIONS_TO_HF, _get, _is_tied, _rename, _require_transformers
+from .hf import ACTIVATIONS_TO_HF, config_field, is_tied, rename, require_transformers
 from .model import (BertModelOutput, PreTrainingOutput, activation, attention_probabilities, check_inputs,
                     check_labels, mlm_logits_and_loss, padding_mask)
-from .params import _numel
+from .params import numel
 
 LAYER_KINDS = ("global", "local")
 
@@ -428,8 +428,8 @@ def count_parameters(model: nn.Module) -> dict[str, int]:
     (the tied decoder once, in the embeddings)."""
     body = model.bert if hasattr(model, "bert") else model
     seen: set[int] = set()
-    counts = {"embeddings": _numel(body.embeddings, seen), "encoder": _numel(body.encoder, seen),
-              "final norm": _numel(body.final_norm, seen), "mlm head": _numel(getattr(model, "mlm", None), seen)}
+    counts = {"embeddings": numel(body.embeddings, seen), "encoder": numel(body.encoder, seen),
+              "final norm": numel(body.final_norm, seen), "mlm head": numel(getattr(model, "mlm", None), seen)}
     counts["total"] = sum(counts.values())
     assert counts["total"] == sum(p.numel() for p in model.parameters())  # nothing outside the components
     return counts
@@ -459,7 +459,7 @@ HF_LAYER_TYPES = {"global": "full_attention", "local": "sliding_attention"}
 def hf_name(name: str, has_head: bool) -> str:
     """The transformers name of our parameter `name` (as in `model.named_parameters()`)."""
     if has_head and not name.startswith("bert."):
-        translated = _rename(name, HEAD_NAMES)
+        translated = rename(name, HEAD_NAMES)
     else:
         body = name.removeprefix("bert.")
         match = re.match(r"encoder\.layers\.(\d+)\.", body)
@@ -467,7 +467,7 @@ def hf_name(name: str, has_head: bool) -> str:
         if match:
             index["i"] = int(match.group(1))
             body = body.replace(match.group(0), "encoder.layers.{i}.", 1)
-        translated = _rename(body, BODY_NAMES, **index)
+        translated = rename(body, BODY_NAMES, **index)
         translated = translated and (BODY_PREFIX if has_head else "") + translated
     if translated is None:
         raise ValueError(f"our parameter {name!r} has no counterpart in transformers' ModernBERT")
@@ -497,55 +497,55 @@ def config_from_transformers(hf_config) -> ModernBertConfig:
     the hub checkpoints' format (global_attn_every_n_layers, global_rope_theta, local_rope_theta)
     or transformers' current one (layer_types, rope_parameters). ValueError naming the field for
     anything our model does not implement."""
-    if _get(hf_config, "model_type", None) != "modernbert":
-        raise ValueError(f"model_type {_get(hf_config, 'model_type', None)!r} is not supported; expected 'modernbert'")
+    if config_field(hf_config, "model_type", None) != "modernbert":
+        raise ValueError(f"model_type {config_field(hf_config, 'model_type', None)!r} is not supported; expected 'modernbert'")
     acts = {field: read_activation(hf_config, field) for field in ("hidden_activation", "classifier_activation")}
     # The older format's defaults are transformers' (ModernBERT's): global every 3, bases 160,000 / 10,000.
-    rope = _get(hf_config, "rope_parameters", None) or {
-        "full_attention": {"rope_theta": _get(hf_config, "global_rope_theta", 160_000.0)},
-        "sliding_attention": {"rope_theta": _get(hf_config, "local_rope_theta", 10_000.0)}}
-    layer_types = _get(hf_config, "layer_types", None)
+    rope = config_field(hf_config, "rope_parameters", None) or {
+        "full_attention": {"rope_theta": config_field(hf_config, "global_rope_theta", 160_000.0)},
+        "sliding_attention": {"rope_theta": config_field(hf_config, "local_rope_theta", 10_000.0)}}
+    layer_types = config_field(hf_config, "layer_types", None)
     for layer_type in HF_LAYER_TYPES.values():
         kind = rope[layer_type].get("rope_type", "default")
         if kind != "default":
             raise ValueError(f"rope_parameters[{layer_type!r}]['rope_type']={kind!r} is not supported: mini_bert "
                              "implements the original rotary embedding ('default') only")
-    dropouts = {field: float(_get(hf_config, field)) for field in ("embedding_dropout", "mlp_dropout")}
+    dropouts = {field: float(config_field(hf_config, field)) for field in ("embedding_dropout", "mlp_dropout")}
     if len(set(dropouts.values())) > 1:
         raise ValueError(f"embedding_dropout and mlp_dropout differ ({dropouts}); mini_bert's ModernBertConfig "
                          "has one hidden_dropout_prob for both")
     return ModernBertConfig(
-        vocab_size=_get(hf_config, "vocab_size"),
-        hidden_size=_get(hf_config, "hidden_size"),
-        num_hidden_layers=_get(hf_config, "num_hidden_layers"),
-        num_attention_heads=_get(hf_config, "num_attention_heads"),
-        intermediate_size=_get(hf_config, "intermediate_size"),
+        vocab_size=config_field(hf_config, "vocab_size"),
+        hidden_size=config_field(hf_config, "hidden_size"),
+        num_hidden_layers=config_field(hf_config, "num_hidden_layers"),
+        num_attention_heads=config_field(hf_config, "num_attention_heads"),
+        intermediate_size=config_field(hf_config, "intermediate_size"),
         hidden_act=acts["hidden_activation"],
         hidden_dropout_prob=dropouts["mlp_dropout"],
-        attention_probs_dropout_prob=float(_get(hf_config, "attention_dropout")),
-        max_position_embeddings=_get(hf_config, "max_position_embeddings"),
-        layer_norm_eps=_get(hf_config, "norm_eps"),
+        attention_probs_dropout_prob=float(config_field(hf_config, "attention_dropout")),
+        max_position_embeddings=config_field(hf_config, "max_position_embeddings"),
+        layer_norm_eps=config_field(hf_config, "norm_eps"),
         pad_token_id=read_padding_id(hf_config),
-        initializer_range=_get(hf_config, "initializer_range"),
+        initializer_range=config_field(hf_config, "initializer_range"),
         global_attn_every_n_layers=(_global_every(layer_types) if layer_types is not None
-                                    else _get(hf_config, "global_attn_every_n_layers", 3)),
-        local_attention=_get(hf_config, "local_attention"),
+                                    else config_field(hf_config, "global_attn_every_n_layers", 3)),
+        local_attention=config_field(hf_config, "local_attention"),
         global_rope_theta=float(rope["full_attention"]["rope_theta"]),
         local_rope_theta=float(rope["sliding_attention"]["rope_theta"]),
-        norm_bias=_get(hf_config, "norm_bias"),
-        attention_bias=_get(hf_config, "attention_bias"),
-        mlp_bias=_get(hf_config, "mlp_bias"),
+        norm_bias=config_field(hf_config, "norm_bias"),
+        attention_bias=config_field(hf_config, "attention_bias"),
+        mlp_bias=config_field(hf_config, "mlp_bias"),
         classifier_activation=acts["classifier_activation"],
-        classifier_bias=_get(hf_config, "classifier_bias"),
-        decoder_bias=_get(hf_config, "decoder_bias"),
-        initializer_cutoff_factor=_get(hf_config, "initializer_cutoff_factor"),
+        classifier_bias=config_field(hf_config, "classifier_bias"),
+        decoder_bias=config_field(hf_config, "decoder_bias"),
+        initializer_cutoff_factor=config_field(hf_config, "initializer_cutoff_factor"),
     )
 
 
 def config_to_transformers(cfg: ModernBertConfig, attn_implementation: str | None = None):
     """A transformers ModernBertConfig equivalent to `cfg`. The special-token ids (cls, sep, ...)
     belong to a tokenizer, not to the model, and are left unset."""
-    transformers = _require_transformers()
+    transformers = require_transformers()
     fields = dict(
         vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
         num_attention_heads=cfg.num_attention_heads, intermediate_size=cfg.intermediate_size,
@@ -569,12 +569,12 @@ def config_to_transformers(cfg: ModernBertConfig, attn_implementation: str | Non
 def from_transformers(hf_model) -> nn.Module:
     """Our model with the weights of a transformers ModernBertModel (-> ModernBertModel) or
     ModernBertForMaskedLM (-> ModernBertForMaskedLM), on its device, in its dtype and mode."""
-    _require_transformers()
+    require_transformers()
     ours_by_name = {name: cls for cls, name in HF_CLASSES.items()}
     name = type(hf_model).__name__
     if name not in ours_by_name:
         raise ValueError(f"{name} is not supported; supported: {', '.join(ours_by_name)}")
-    if not _is_tied(hf_model):
+    if not is_tied(hf_model):
         raise ValueError("the decoder is not tied to the word embeddings (tie_word_embeddings=False); "
                          "our MLM head always ties them")
     model = ours_by_name[name](config_from_transformers(hf_model.config))
@@ -587,7 +587,7 @@ def from_transformers(hf_model) -> nn.Module:
 def to_transformers(model: nn.Module, attn_implementation: str | None = None):
     """The transformers ModernBertModel / ModernBertForMaskedLM equivalent to our `model`, with our
     weights. Pass attn_implementation="eager" to get attention probabilities back."""
-    transformers = _require_transformers()
+    transformers = require_transformers()
     if type(model) not in HF_CLASSES:
         raise ValueError(f"{type(model).__name__} is not supported; supported: "
                          f"{', '.join(c.__name__ for c in HF_CLASSES)}")
@@ -595,7 +595,7 @@ def to_transformers(model: nn.Module, attn_implementation: str | None = None):
     first = next(model.parameters())
     hf_model.to(device=first.device, dtype=first.dtype)
     copy_parameters(model, hf_model, name_map(model), into_ours=False)
-    if not _is_tied(hf_model):
+    if not is_tied(hf_model):
         raise RuntimeError("transformers untied the decoder from the word embeddings")
     return hf_model.train(model.training)
 

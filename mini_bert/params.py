@@ -12,7 +12,7 @@ from torch import nn
 from .config import BertConfig
 
 
-def _numel(module: nn.Module | None, seen: set[int]) -> int:
+def numel(module: nn.Module | None, seen: set[int]) -> int:
     """Parameters of `module` not already counted (shared layers and tied weights count once)."""
     if module is None:
         return 0
@@ -33,13 +33,13 @@ def count_parameters(model: nn.Module) -> dict[str, int]:
     """
     bert = model.bert if hasattr(model, "bert") else model
     seen: set[int] = set()
-    counts = {"embeddings": _numel(bert.embeddings, seen)}
+    counts = {"embeddings": numel(bert.embeddings, seen)}
     for i, layer in enumerate(bert.encoder.layers):
-        counts[f"layer {i}"] = _numel(layer, seen)
-    counts["pooler"] = _numel(bert.pooler, seen)
+        counts[f"layer {i}"] = numel(layer, seen)
+    counts["pooler"] = numel(bert.pooler, seen)
     for name, attr in (("mlm head", "mlm"), ("sentence head", "sentence"), ("classifier", "classifier")):
         if getattr(model, attr, None) is not None and model is not bert:
-            counts[name] = _numel(getattr(model, attr), seen)
+            counts[name] = numel(getattr(model, attr), seen)
     counts["total"] = sum(counts.values())
     assert counts["total"] == sum(p.numel() for p in model.parameters())  # parameters() also dedups
     return counts

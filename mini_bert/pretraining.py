@@ -18,7 +18,7 @@ import torch
 from . import checkpoint as ckpt
 from .batches import PretrainingData, recipe_batches, unigram_token
 from .cache import code_version, discard_cache_entry
-from .data import load_corpus
+from .data import documents_sha256, load_corpus
 from .evaluation import evaluate_mlm
 from .loop import train
 from .model import BertForPreTraining
@@ -71,8 +71,6 @@ def build_model(recipe: Recipe, vocab_size: int) -> BertForPreTraining:
 def data_record(train_documents, eval_documents, tokenizer) -> dict:
     """What a run trains and is scored on, as a checkpoint records it (data.json): the number and hash
     of the training and validation articles, and the vocabulary's hash. A resume must match it."""
-    from .runs import documents_sha256
-
     vocabulary = hashlib.sha256("\n".join(tokenizer.ids_to_tokens).encode()).hexdigest()
     return {"train_articles": len(train_documents), "train_sha256": documents_sha256(train_documents),
             "validation_articles": len(eval_documents), "validation_sha256": documents_sha256(eval_documents),

@@ -4,7 +4,7 @@ Every shipped log (mini_bert/results/*.json) carries, for each of its arms, a fi
 (mini_bert.fingerprint) made by the same code path as the arm's full runs, on a short prefix:
 pretraining grids by `runs.run_fingerprint`, ablation scores by `ablations.score_fingerprint`
 (chained: scored on the upstream run's own prefix model), fine-tuning studies by
-`finetuning.finetune_fingerprint` (chained to the book's pretrained model's prefix), chapter 15's
+`finetune_runs.finetune_fingerprint` (chained to the book's pretrained model's prefix), chapter 15's
 studies by `equal_compute.arm_fingerprint`. The definition of each arm is taken from the code as
 it is now, so an edited arm recipe shows as a changed definition.
 
@@ -31,7 +31,7 @@ import torch
 from . import ablations, equal_compute, finetune_runs, roberta, sharing  # noqa: F401  (registers experiments)
 from .cache import atomic_write_text, sha256_file
 from .fingerprint import PREFIX, VERIFIED, Prefix, compare, fingerprinted_arms, verification_version
-from .finetuning import finetune_fingerprint
+from .finetune_runs import finetune_fingerprint
 from .runs import RESULTS_DIR, arm_recipe, get_experiment, grid_documents, run_fingerprint
 
 GRID, SCORES, FINETUNE, STUDY = "grid", "scores", "finetune", "study"

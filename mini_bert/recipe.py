@@ -17,14 +17,10 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from .config import BertConfig, dataclass_from_dict
 from .examples import FORMATS
 from .masking import MaskingConfig
-
-if TYPE_CHECKING:
-    from .loop import TrainState
 
 OBJECTIVES = ("mlm", "nsp", "sop")
 SCHEDULES = ("linear", "cosine", "constant")
@@ -199,17 +195,25 @@ class Recipe:
 # Budgets
 # ============================================================================================
 
+@dataclass
+class TrainState:
+    """How far a run has trained: what a budget is measured in."""
+    step: int = 0
+    tokens: int = 0
+    seconds: float = 0.0  # training time only: evaluation and checkpointing are not counted
+
+
 @dataclass(frozen=True)
 class Budget:
     """How long to train: a number of optimiser steps, of input tokens, or of seconds."""
     kind: str  # "steps" | "tokens" | "seconds"
     amount: float
 
-    def used(self, state: "TrainState") -> float:
+    def used(self, state: TrainState) -> float:
         """How much of the budget's unit a training state has used."""
         return {"steps": state.step, "tokens": state.tokens, "seconds": state.seconds}[self.kind]
 
-    def spent(self, state: "TrainState") -> float:
+    def spent(self, state: TrainState) -> float:
         """The fraction of the budget used so far (what the learning-rate schedule follows)."""
         return min(1.0, self.used(state) / self.amount)
 

@@ -45,7 +45,7 @@ import torch
 from .cache import (MANIFEST, PACKAGE, artifact_lock, atomic_write_text, cache_dir, cache_key, check_writable,
                     code_version, discard_cache_entry, read_artifact, write_artifact)
 from .checkpoint import FORMAT as CHECKPOINT_FORMAT, CheckpointError, load_checkpoint, save_checkpoint
-from .data import load_corpus
+from .data import documents_sha256, load_corpus
 from .evaluation import evaluate_mlm
 from .examples import tokenize_documents
 from .runtime import pick_device
@@ -54,11 +54,11 @@ from .batches import PretrainingData
 from .heldout import most_frequent_token
 from .engine import LogPlan, run_log, seed_list
 from .fingerprint import (FORMAT as FINGERPRINT_FORMAT, PREFIX, Prefix, batch_exact, compare, fingerprint,
-                          is_current, isolated, parameter_norm, prefix_recipe, resume_fingerprints, rounded,
+                          is_current, isolated, parameter_norm, prefix_recipe, rounded,
                           update_norm)
-from .loop import TrainState, lr_factor, physical_cores
+from .loop import lr_factor, physical_cores
 from .pretraining import build_model, pretrain
-from .recipe import Recipe, parse_budget
+from .recipe import Recipe, TrainState, parse_budget
 
 RESULTS_DIR = PACKAGE / "results"  # the shipped logs: results/{experiment}-{scale}.json
 RESULTS_FORMAT = "mini_bert-grid/1"
@@ -120,15 +120,6 @@ def flatten_metrics(evaluation: dict) -> dict[str, float]:
             for key, value in result.items():
                 flat[f"{split}.{task}.{key}"] = float(value)
     return flat
-
-
-def documents_sha256(documents) -> str:
-    """A hash of the text of a document list (Documents, lists of sentences, or plain texts)."""
-    def sentences(doc):
-        return [doc] if isinstance(doc, str) else list(getattr(doc, "sentences", doc))
-
-    blob = json.dumps([sentences(d) for d in documents], ensure_ascii=False).encode()
-    return hashlib.sha256(blob).hexdigest()
 
 
 def run_key(recipe: Recipe, *, train_documents=None, validation_documents=None, test_documents=None,

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .finetuning import TaskData, batched_logits
 from .model import BertModel, init_weights
+from .tasks import Task, TaskData, batched_logits, subsample
 
 TASK = "answer-span"
 SPAN_WORDS = (2, 4)  # the shortest and longest blanked span, in words
@@ -419,12 +419,10 @@ def load_span_task(tokenizer, max_length: int, *, labels: int | None = None, see
     """The task as mini_bert.finetuning.load_task returns it (a Task of kind "span"): `labels`
     training examples drawn with `seed`, the first `max_eval` validation and test examples.
     task.examples holds every split's EncodedSpan list, for `span_baselines`."""
-    from .finetuning import Task, _subsample
-
     check_max_length(max_length)
     pieces = _Pieces(tokenizer)
     splits = {s: fits(tokenizer, span_examples(s), pieces) for s in ("train", "validation", "test")}
-    splits["train"] = _subsample(splits["train"], labels, seed, "questions")
+    splits["train"] = subsample(splits["train"], labels, seed, "questions")
     if max_eval is not None:
         splits["validation"], splits["test"] = splits["validation"][:max_eval], splits["test"][:max_eval]
     encoded = {s: encode_spans(tokenizer, ex, max_length) for s, ex in splits.items()}

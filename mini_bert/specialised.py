@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .distillation import DistillConfig
-from .finetune_runs import _labels_epochs
-from .finetuning import FinetuneConfig, run_settings
+from .finetune_runs import labels_epochs
+from .finetune_runs import run_settings
+from .finetuning import FinetuneConfig
 from .runs import SCALES, Verdict, verdict
 
 SEEDS = 5  # from the power calculation in plan-distillation.md (3 seeds cannot show equivalence at 0.02)
@@ -45,10 +46,10 @@ TEACHER_RATE = {"cpu": 3e-4, "gpu": 5e-5}  # chapter 10: MiniLM full fine-tuning
 
 def _student(init: str, labels: int | None, scale: str, **changes) -> dict:
     """Chapter 10's data-efficiency settings for `init` at `labels` (full fine-tuning at 1e-3 on the
-    CPU, 3e-4 on the GPU; 64 / 128 tokens; epochs by _labels_epochs; patience 3)."""
+    CPU, 3e-4 on the GPU; 64 / 128 tokens; epochs by labels_epochs; patience 3)."""
     cpu = scale == "cpu"
     return {"init": init, "task": "topic", "labels": labels, "max_length": 64 if cpu else 128,
-            "strategy": "full", "lr": 1e-3 if cpu else 3e-4, "epochs": _labels_epochs(labels), "patience": 3,
+            "strategy": "full", "lr": 1e-3 if cpu else 3e-4, "epochs": labels_epochs(labels), "patience": 3,
             **changes}
 
 

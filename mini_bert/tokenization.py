@@ -244,7 +244,7 @@ def truncate_pair(len_a: int, len_b: int, budget: int) -> tuple[int, int]:
     return (long, short) if swap else (short, long)
 
 
-def _check_text(text, what: str = "text") -> None:
+def check_text(text, what: str = "text") -> None:
     if not isinstance(text, str):
         hint = " For a list of texts use encode_batch(texts)." if isinstance(text, (list, tuple)) else ""
         raise ValueError(f"{what} must be a str, got {type(text).__name__}.{hint}")
@@ -256,7 +256,7 @@ def _check_text(text, what: str = "text") -> None:
                          ) from None
 
 
-def _build_encoding(first: list[int], second: list[int] | None, cls_id: int, sep_id: int, pad_id: int,
+def build_encoding(first: list[int], second: list[int] | None, cls_id: int, sep_id: int, pad_id: int,
                     max_length: int | None, pad_to: int | None, pair_sep: int = 1) -> Encoding:
     """[CLS] A [SEP] (B [SEP]), truncated to max_length, padded to pad_to.
 
@@ -349,7 +349,7 @@ class SpecialTokenIds:
             raise ValueError("encode_batch takes a list of texts, got one str; for one text use encode(text).")
         texts = list(texts)
         for i, text in enumerate(texts):
-            _check_text(text, f"texts[{i}]")
+            check_text(text, f"texts[{i}]")
         if fast and _has_tokenizers():
             return [e.ids for e in self.to_fast().encode_batch(texts, add_special_tokens=False)]
         return [self.encode(t) for t in texts]
@@ -431,7 +431,7 @@ class WordPieceTokenizer(SpecialTokenIds):
 
     def encode(self, text: str) -> list[int]:
         """Token ids of `text`, without [CLS]/[SEP] (see encode_pair for model inputs)."""
-        _check_text(text)
+        check_text(text)
         cache = self._chunk_cache
         if len(cache) > 500_000:  # a bound, so that streaming endless text cannot eat memory
             cache.clear()
@@ -456,10 +456,10 @@ class WordPieceTokenizer(SpecialTokenIds):
         max_length truncates (longest segment first, as the reference does) so the result,
         special tokens included, fits; pad_to pads with [PAD] up to that length.
         """
-        _check_text(a, "a")
+        check_text(a, "a")
         if b is not None:
-            _check_text(b, "b")
-        return _build_encoding(self.encode(a), None if b is None else self.encode(b), self.cls_id,
+            check_text(b, "b")
+        return build_encoding(self.encode(a), None if b is None else self.encode(b), self.cls_id,
                                self.sep_id, self.pad_id, max_length, pad_to)
 
     def to_fast(self):
@@ -520,7 +520,7 @@ def training_texts(texts) -> list[str]:
     except TypeError:
         raise ValueError(f"texts must be a list of strings, got {type(texts).__name__}") from None
     for i, text in enumerate(texts):
-        _check_text(text, f"texts[{i}]")
+        check_text(text, f"texts[{i}]")
     if not any(text.strip() for text in texts):
         raise ValueError(f"texts holds no words ({len(texts)} text(s), all empty or blank): a vocabulary is "
                          "learnt from text; pass the sentences to learn it from")
@@ -531,7 +531,7 @@ def count_words(texts: Iterable[str], lowercase: bool = True) -> collections.Cou
     """How often each pre-tokenised word occurs: the only thing the trainers look at."""
     chunks: collections.Counter = collections.Counter()
     for text in texts:
-        _check_text(text, "every training text")
+        check_text(text, "every training text")
         chunks.update(_WHITESPACE_RUN.split(text))
     # Normalise each distinct whitespace-separated chunk once (as the encoder's cache does).
     counts: collections.Counter = collections.Counter()

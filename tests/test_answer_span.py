@@ -7,7 +7,9 @@ import torch.nn.functional as F
 
 from mini_bert import BertConfig, BertModel, seed_everything
 from mini_bert.data import split_of
-from mini_bert.finetuning import FinetuneConfig, TaskData, load_task, make_head, run_finetune, run_settings, task_loss
+from mini_bert.finetune_runs import run_finetune, run_settings
+from mini_bert.finetuning import FinetuneConfig, load_task, make_head, task_loss
+from mini_bert.tasks import TaskData
 from mini_bert.span_task import (
     MAX_ANSWER_TOKENS,
     SpanSelector,
@@ -179,7 +181,7 @@ def test_bad_settings_are_refused():
 
 
 def test_its_fingerprint_is_made_by_the_same_run_and_repeats():
-    from mini_bert.finetuning import finetune_fingerprint
+    from mini_bert.finetune_runs import finetune_fingerprint
 
     settings = {"task": "answer-span", "init": "scratch", "labels": 1000, "max_length": 128, "epochs": 4}
     first = finetune_fingerprint(settings, 0)

@@ -11,7 +11,8 @@ from mini_bert.config import BertConfig
 from mini_bert.distillation import (Classifier, DistillConfig, attention_transfer_loss, check_compatible, distill,
                                     every_other_layer, hidden_transfer_loss, soft_target_loss, student_from_teacher,
                                     teacher_logits, uniform_layer_map)
-from mini_bert.finetuning import FinetuneConfig, SequenceClassifier, encode_texts, finetune
+from mini_bert.finetuning import FinetuneConfig, SequenceClassifier, finetune
+from mini_bert.tasks import encode_texts
 from mini_bert.model import BertModel
 from mini_bert.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
 

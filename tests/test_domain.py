@@ -6,7 +6,7 @@ import torch
 from mini_bert.data import UNCATEGORIZED, load_corpus
 from mini_bert.domain import (DOMAIN, continue_pretraining, continuation_recipe, domain_documents, pieces_per_word,
                               text_documents, truecase_sentences, truecase_task, vocabulary_overlap)
-from mini_bert.finetuning import truecase_examples
+from mini_bert.tasks import truecase_examples
 from mini_bert.pretraining import build_model, pretrain
 from mini_bert.recipe import Recipe
 from mini_bert.runs import SMOKE_MODEL

@@ -1,5 +1,4 @@
 """Chapter 3's checkers accept a right answer and reject the usual wrong ones, with a hint."""
-import math
 
 import pytest
 import torch

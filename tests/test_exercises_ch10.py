@@ -99,7 +99,7 @@ def test_pool_windows_accepts_right_answers_and_matches_the_package(capsys):
         def forward(self, ids, mask, types=None):
             return ids[:, :2].float()
 
-    from mini_bert.finetuning import TaskData, Windows
+    from mini_bert.tasks import TaskData, Windows
 
     ids = torch.tensor([[1, 2], [3, 4], [5, 6]])
     windows = Windows(TaskData(ids, torch.ones_like(ids), torch.zeros_like(ids), torch.zeros(3, dtype=torch.long)),

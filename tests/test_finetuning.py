@@ -5,24 +5,10 @@ import pytest
 import torch
 
 from mini_bert import BertConfig, BertModel, seed_everything
-from mini_bert.finetuning import (
-    FinetuneConfig,
-    SequenceClassifier,
-    TaskData,
-    TokenClassifier,
-    accumulation_loss,
-    encode_tagged,
-    encode_texts,
-    encoder_layers,
-    evaluate,
-    finetune,
-    linear_schedule,
-    make_head,
-    parameter_groups,
-    scores,
-    task_loss,
-    unfreeze,
-)
+from mini_bert.finetuning import (FinetuneConfig, SequenceClassifier, TokenClassifier, accumulation_loss,
+                                  encoder_layers, evaluate, finetune, linear_schedule, make_head, parameter_groups,
+                                  scores, task_loss, unfreeze)
+from mini_bert.tasks import TaskData, encode_tagged, encode_texts
 from mini_bert.model import IGNORE_INDEX
 
 V = 40
@@ -236,7 +222,8 @@ def test_the_schedule_warms_up_then_decays_to_zero():
 
 
 def test_windows_cover_every_token_and_pool_one_prediction_per_text(tokenizer):
-    from mini_bert.finetuning import encode_windows, evaluate_windows, window_logits
+    from mini_bert.finetuning import evaluate_windows, window_logits
+    from mini_bert.tasks import encode_windows
 
     long_text = " ".join(["the cat sat on the mat and looked at the dog"] * 6)
     short_text = "a dog"
@@ -277,7 +264,7 @@ def test_the_baselines_on_a_task_whose_words_give_the_label_away():
 # ---- tasks -------------------------------------------------------------------------------
 
 def test_word_case_labels_the_capitals_as_written():
-    from mini_bert.finetuning import word_case
+    from mini_bert.tasks import word_case
 
     assert [word_case(w) for w in ("paris", "Paris", "McDonald", "NASA", "UK", "I", "iPhone", "1755", ",")] == \
         [0, 1, 1, 2, 2, 1, 0, None, None]
@@ -285,7 +272,7 @@ def test_word_case_labels_the_capitals_as_written():
 
 def test_truecase_sentences_are_lower_cased_and_the_first_word_carries_no_label():
     from mini_bert.data import load_corpus
-    from mini_bert.finetuning import truecase_examples
+    from mini_bert.tasks import truecase_examples
 
     examples = truecase_examples("validation")
     first = load_corpus("validation")[0].sentences[0]
@@ -299,7 +286,7 @@ def test_truecase_sentences_are_lower_cased_and_the_first_word_carries_no_label(
 
 def test_same_topic_pairs_are_fixed_balanced_and_labelled_by_the_articles_topics():
     from mini_bert.data import UNCATEGORIZED, load_corpus
-    from mini_bert.finetuning import same_topic_examples
+    from mini_bert.tasks import same_topic_examples
 
     pairs = same_topic_examples("validation")
     assert pairs == same_topic_examples("validation")  # the same pairs for every run

@@ -15,7 +15,6 @@ from mini_bert.heldout import (
     sentence_probe_batches,
 )
 from mini_bert.recipe import Recipe
-from conftest import TINY
 
 
 

@@ -256,7 +256,7 @@ def quickest_record(log: dict) -> dict:
 def rerun(path: Path, record: dict) -> dict:
     """The record's run trained and scored again by the code that made the log: its metrics."""
     from mini_bert import ablations, equal_compute, finetune_runs
-    from mini_bert.finetuning import run_finetune
+    from mini_bert.finetune_runs import run_finetune
 
     log = provenance.read_log(path)
     kind, name = provenance.log_kind(log), log.get("experiment") or log.get("study")

@@ -13,6 +13,7 @@ from mini_bert import cache as mb_cache, runs
 from mini_bert import fingerprint as fpm
 from mini_bert.__main__ import build_parser, main
 from mini_bert.checkpoint import load_checkpoint
+from mini_bert import data as mb_data
 from mini_bert.data import load_corpus
 from mini_bert.runs import (
     EXPERIMENTS,
@@ -402,7 +403,7 @@ def test_a_grid_logs_a_fingerprint_of_every_arm_before_its_first_run(cache, tmp_
     assert sorted(log["fingerprints"]) == ["mask-15", "mask-25"]  # the arm to come too
     fp = log["fingerprints"]["mask-25"]
     assert fp["seed"] == 0 and fp["definition"]["recipe"]["mask_ratio"] == 0.25
-    assert fp["definition"]["train_documents"] == runs.documents_sha256(grid_documents(MAX_DOCS)["train_documents"])
+    assert fp["definition"]["train_documents"] == mb_data.documents_sha256(grid_documents(MAX_DOCS)["train_documents"])
 
 
 def test_grid_in_worker_processes(cache, tmp_path, monkeypatch):

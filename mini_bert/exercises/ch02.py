@@ -9,7 +9,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Callable
 
-from ..tokenization import _build_encoding, _strip_accents, wordpiece
+from ..tokenization import build_encoding, _strip_accents, wordpiece
 from ._common import _call, _report
 
 UNK = "[UNK]"
@@ -207,7 +207,7 @@ def check_strip_accents(fn: Callable) -> bool:
 
 # ----------------------------------------------------------------------------- exercise 4
 def _expected_pair(ids_a, ids_b, cls_id, sep_id, pad_id, length):
-    enc = _build_encoding(list(ids_a), list(ids_b), cls_id, sep_id, pad_id, None, length)
+    enc = build_encoding(list(ids_a), list(ids_b), cls_id, sep_id, pad_id, None, length)
     return enc.ids, enc.token_type_ids, enc.attention_mask
 
 
