@@ -209,7 +209,7 @@ def sentence_scores(model, tokenizer, objective: str | None = None, *, pairs: in
     return scores
 
 
-def _segments(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def segment_masks(batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """Which positions of each pair hold segment A's and segment B's tokens ([CLS], [SEP] and
     padding excluded): two boolean (N, L) masks."""
     real = batch["attention_mask"].bool()
@@ -236,7 +236,7 @@ def _presence(ids: torch.Tensor, where: torch.Tensor, vocab_size: int) -> torch.
 def inverse_document_frequency(batch: dict[str, torch.Tensor], vocab_size: int) -> torch.Tensor:
     """(V,) smoothed IDF over the segments of a batch of pairs (each A and each B one document):
     log((1 + n) / (1 + df)) + 1, so that rare shared words count more than "the" (chapter 7)."""
-    a_where, b_where = _segments(batch)
+    a_where, b_where = segment_masks(batch)
     present = torch.cat([_presence(batch["input_ids"], a_where, vocab_size),
                          _presence(batch["input_ids"], b_where, vocab_size)])
     return torch.log((1 + len(present)) / (1 + present.sum(0))) + 1
@@ -249,7 +249,7 @@ def bag_features(batch: dict[str, torch.Tensor], vocab_size: int, kind: str,
         all alike) and their Jaccard overlap. Symmetric, so a pair and its swap get the same
         features: blind to order, by construction.
     "signed": +1 for every token present in A, -1 for every token present in B (both: 0)."""
-    a_where, b_where = _segments(batch)
+    a_where, b_where = segment_masks(batch)
     a = _presence(batch["input_ids"], a_where, vocab_size)
     b = _presence(batch["input_ids"], b_where, vocab_size)
     if kind == "signed":

@@ -230,7 +230,7 @@ def sop_examples(documents: Documents, special: SpecialTokens, max_tokens: int =
 # RoBERTa's packed formats
 # --------------------------------------------------------------------------------------------
 
-def _pack(documents: Documents, special: SpecialTokens, max_tokens: int, order: list[int], cross_documents: bool) -> list[Example]:
+def pack_documents(documents: Documents, special: SpecialTokens, max_tokens: int, order: list[int], cross_documents: bool) -> list[Example]:
     """Pack whole sentences into [CLS] ... [SEP] examples of at most max_tokens.
 
     Where a document ends inside an example, an extra [SEP] marks the boundary (RoBERTa's
@@ -284,7 +284,7 @@ def full_sentence_examples(documents: Documents, special: SpecialTokens, max_tok
     """
     order = list(range(len(documents)))
     random.Random(seed).shuffle(order)
-    return _pack(documents, special, max_tokens, order, cross_documents=True)
+    return pack_documents(documents, special, max_tokens, order, cross_documents=True)
 
 
 def doc_sentence_examples(documents: Documents, special: SpecialTokens, max_tokens: int = 128, seed: int = 0) -> list[Example]:
@@ -294,7 +294,7 @@ def doc_sentence_examples(documents: Documents, special: SpecialTokens, max_toke
     number of tokens per batch constant; we keep the batch size and accept fewer tokens).
     `seed` is accepted for a uniform signature; the result does not depend on it.
     """
-    return _pack(documents, special, max_tokens, list(range(len(documents))), cross_documents=False)
+    return pack_documents(documents, special, max_tokens, list(range(len(documents))), cross_documents=False)
 
 
 def build_examples(documents: Documents, special: SpecialTokens, format: str = "nsp", max_tokens: int = 128,

@@ -122,7 +122,7 @@ def _lowercase(text: str) -> str:
     return text.replace("Σ", "σ").lower()
 
 
-def _strip_accents(text: str) -> str:
+def remove_accents(text: str) -> str:
     """Decompose (NFD: "é" -> "e" + combining acute) and drop the combining marks (category Mn)."""
     return "".join(ch for ch in unicodedata.normalize("NFD", text) if unicodedata.category(ch) != "Mn")
 
@@ -153,7 +153,7 @@ def normalize(text: str, lowercase: bool = True) -> str:
             out.append(ch)
     text = "".join(out)
     if lowercase:
-        text = _lowercase(_strip_accents(text))
+        text = _lowercase(remove_accents(text))
     return text
 
 

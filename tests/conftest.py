@@ -55,7 +55,7 @@ def unwrapped_checker_reports(request, monkeypatch):
     a checker says (test_exercises_chNN) read its messages unwrapped, so that a hint found in the
     output does not depend on where a line breaks. tests/test_exercise_reports.py checks the wrapping."""
     if request.module.__name__.split(".")[-1].startswith("test_exercises_ch"):
-        monkeypatch.setattr("mini_bert.exercises._common.WIDTH", 10_000)
+        monkeypatch.setattr("mini_bert.exercises.common.WIDTH", 10_000)
     yield
 
 

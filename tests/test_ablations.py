@@ -40,7 +40,7 @@ def sop_examples_and_batch(tokenizer, docs):
 
 def test_segments_are_the_examples_own(tokenizer, docs):
     _, examples, batch = sop_examples_and_batch(tokenizer, docs)
-    a, b = ablations._segments(batch)
+    a, b = ablations.segment_masks(batch)
     assert len(examples) == len(batch["input_ids"]) > 20
     for i, example in enumerate(examples):
         assert batch["input_ids"][i][a[i]].tolist() == list(example.segment_a)

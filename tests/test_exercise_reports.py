@@ -8,7 +8,7 @@ import io
 import pytest
 
 import mini_bert.exercises
-from mini_bert.exercises._common import WIDTH, _report, _say
+from mini_bert.exercises.common import WIDTH, report_checks, print_wrapped
 
 
 def printed(fn, *args) -> list[str]:
@@ -19,16 +19,16 @@ def printed(fn, *args) -> list[str]:
 
 
 def test_say_wraps_long_lines_and_keeps_short_ones():
-    lines = printed(_say, "word " * 40, "  WRONG: ", "         ")
+    lines = printed(print_wrapped, "word " * 40, "  WRONG: ", "         ")
     assert len(lines) > 1 and all(len(line) <= WIDTH for line in lines)
     assert lines[0].startswith("  WRONG: word") and lines[1].startswith("         word")
-    assert printed(_say, "tensor([1,   2])\n        [3,   4]", "  ok: ") == \
+    assert printed(print_wrapped, "tensor([1,   2])\n        [3,   4]", "  ok: ") == \
         ["  ok: tensor([1,   2])", "      " + "        [3,   4]"]
 
 
 def test_report_keeps_every_line_in_the_box():
     hint = "your function returned the rows in the wrong order; " * 4
-    lines = printed(_report, "check_something_long", [f"case 3. Hint: {hint}"], ["case 1", "case 2"])
+    lines = printed(report_checks, "check_something_long", [f"case 3. Hint: {hint}"], ["case 1", "case 2"])
     assert lines[:2] == ["  ok: case 1", "  ok: case 2"]
     assert all(len(line) <= WIDTH for line in lines), lines
 

@@ -423,7 +423,7 @@ def test_kernel_free_masking_opens_on_the_widget_view(masking_view, tokenizer):
     # Before its script runs (or where scripts do not run) the view shows the opening setting,
     # drawn like the widget draws it: the same boxes and counts as mask_text at ratio 0.15, seed 0.
     result = views.mask_text(TEXT, tokenizer, MaskingConfig(), seed=0)
-    assert [b[0] for b in boxes(masking_view.html)] == [views.masking._escape(t) for t in result.shown]
+    assert [b[0] for b in boxes(masking_view.html)] == [views.masking.escape_html(t) for t in result.shown]
     assert views.masking_summary(result) in masking_view.html
     other = views.kernel_free_masking_explorer(tokenizer, TEXTS, seeds=(0, 1, 2), ratio=0.4, seed=2, text=1,
                                                mode="whole_word", split=(1, 0, 0))

@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 
 from ..config import IGNORE_INDEX  # "no loss here", as in torch's cross_entropy
-from ._common import _call, _report
+from .common import call_safely, report_checks
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -82,7 +82,7 @@ def check_causal_mask(fn: Callable) -> bool:
     passed, problems = [], []
     for attention_mask, label in cases:
         expected = _causal_mask_reference(attention_mask)
-        got, error = _call(fn, attention_mask.clone())
+        got, error = call_safely(fn, attention_mask.clone())
         if error:
             problems.append(f"{label}: raised {error}")
             continue
@@ -106,7 +106,7 @@ def check_causal_mask(fn: Callable) -> bool:
         elif isinstance(got, torch.Tensor) and tuple(got.shape) == tuple(expected.shape[1:]):
             problem += ": one (L, L) mask per sequence of the batch, because the padding differs per sequence"
         problems.append(f"{label}: {problem}")
-    return _report("check_causal_mask", problems, passed)
+    return report_checks("check_causal_mask", problems, passed)
 
 
 # ----------------------------------------------------------------------------- exercise 2
@@ -161,7 +161,7 @@ def check_next_token_labels(fn: Callable) -> bool:
     for input_ids, attention_mask, label in cases:
         expected = _next_token_labels_reference(input_ids, attention_mask)
         ids_arg, mask_arg = input_ids.clone(), attention_mask.clone()
-        got, error = _call(fn, ids_arg, mask_arg)
+        got, error = call_safely(fn, ids_arg, mask_arg)
         if error:
             problems.append(f"{label}: raised {error}")
             continue
@@ -184,7 +184,7 @@ def check_next_token_labels(fn: Callable) -> bool:
                 b = int((got != expected).any(1).nonzero()[0])
                 problem = f"input_ids {input_ids[b].tolist()}: got {got[b].tolist()}, expected {expected[b].tolist()}"
         problems.append(f"{label}: {problem}")
-    return _report("check_next_token_labels", problems, passed)
+    return report_checks("check_next_token_labels", problems, passed)
 
 
 # ----------------------------------------------------------------------------- exercise 3
@@ -226,7 +226,7 @@ def check_prefix_lm_mask(fn: Callable) -> bool:
     passed, problems = [], []
     for L, prefix_len, label in cases:
         expected = _prefix_lm_reference(L, prefix_len)
-        got, error = _call(fn, L, prefix_len)
+        got, error = call_safely(fn, L, prefix_len)
         if error:
             problems.append(f"{label}: raised {error}")
             continue
@@ -245,4 +245,4 @@ def check_prefix_lm_mask(fn: Callable) -> bool:
               and torch.equal(got.bool(), expected)):
             problem += " (the 0/1 pattern itself is right; add .bool())"
         problems.append(f"{label}: {problem}")
-    return _report("check_prefix_lm_mask", problems, passed)
+    return report_checks("check_prefix_lm_mask", problems, passed)

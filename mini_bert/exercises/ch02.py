@@ -9,8 +9,8 @@ from __future__ import annotations
 import unicodedata
 from typing import Callable
 
-from ..tokenization import build_encoding, _strip_accents, wordpiece
-from ._common import _call, _report
+from ..tokenization import build_encoding, remove_accents, wordpiece
+from .common import call_safely, report_checks
 
 UNK = "[UNK]"
 
@@ -77,7 +77,7 @@ def check_wordpiece(fn: Callable) -> bool:
     passed, problems = [], []
     for word, label in cases:
         expected = _reference_wordpiece(word, _VOCAB)
-        got, error = _call(fn, word, set(_VOCAB))
+        got, error = call_safely(fn, word, set(_VOCAB))
         shown = word if len(word) < 20 else word[:8] + "..."
         if error:
             problems.append(f"{label}: fn({shown!r}, vocab) raised {error}")
@@ -106,7 +106,7 @@ def check_wordpiece(fn: Callable) -> bool:
                             "becomes ['[UNK]'], not just the uncovered rest")
         else:
             problems.append(f"{label}: {word!r} gave {got}, expected {expected}")
-    return _report("check_wordpiece", problems, passed)
+    return report_checks("check_wordpiece", problems, passed)
 
 
 # ----------------------------------------------------------------------------- exercise 2
@@ -131,19 +131,19 @@ def check_greedy_counterexample(word: str, vocab) -> bool:
     passed, problems = [], []
     if not isinstance(word, str) or not word:
         problems.append(f"word must be a non-empty str, got {word!r}")
-        return _report("check_greedy_counterexample", problems, passed)
+        return report_checks("check_greedy_counterexample", problems, passed)
     try:
         vocab = set(vocab)
     except TypeError:
         problems.append(f"vocab must be a set (or list) of strings, got {type(vocab).__name__}")
-        return _report("check_greedy_counterexample", problems, passed)
+        return report_checks("check_greedy_counterexample", problems, passed)
     bad = [v for v in vocab if not isinstance(v, str)]
     if bad:
         problems.append(f"every vocabulary entry must be a str; {bad[0]!r} is not")
-        return _report("check_greedy_counterexample", problems, passed)
+        return report_checks("check_greedy_counterexample", problems, passed)
     if len(word) > 100:
         problems.append("the word is longer than 100 characters, so WordPiece never tries it; use a short word")
-        return _report("check_greedy_counterexample", problems, passed)
+        return report_checks("check_greedy_counterexample", problems, passed)
     greedy = wordpiece(word, {v: 0 for v in vocab})
     best = _fewest_pieces(word, vocab)
     if best is None:
@@ -156,7 +156,7 @@ def check_greedy_counterexample(word: str, vocab) -> bool:
     else:
         problems.append(f"greedy gives {greedy}, which is already a shortest segmentation. Hint: make the "
                         "longest first piece leave a remainder that only short pieces can cover")
-    return _report("check_greedy_counterexample", problems, passed)
+    return report_checks("check_greedy_counterexample", problems, passed)
 
 
 # ----------------------------------------------------------------------------- exercise 3
@@ -176,8 +176,8 @@ def check_strip_accents(fn: Callable) -> bool:
     ]
     passed, problems = [], []
     for text, label in cases:
-        expected = _strip_accents(text)
-        got, error = _call(fn, text)
+        expected = remove_accents(text)
+        got, error = call_safely(fn, text)
         if error:
             problems.append(f"{label}: fn({text!r}) raised {error}")
             continue
@@ -202,7 +202,7 @@ def check_strip_accents(fn: Callable) -> bool:
                             "that have no accent; drop only category 'Mn'")
         else:
             problems.append(f"{label}: {text!r} gave {got!r}, expected {expected!r}")
-    return _report("check_strip_accents", problems, passed)
+    return report_checks("check_strip_accents", problems, passed)
 
 
 # ----------------------------------------------------------------------------- exercise 4
@@ -227,7 +227,7 @@ def check_encode_pair(fn: Callable) -> bool:
     passed, problems = [], []
     for label, a, b, length in cases:
         expected = _expected_pair(a, b, cls_id, sep_id, pad_id, length)
-        got, error = _call(fn, list(a), list(b), cls_id, sep_id, pad_id, length)
+        got, error = call_safely(fn, list(a), list(b), cls_id, sep_id, pad_id, length)
         if error:
             problems.append(f"{label}: raised {error}")
             continue
@@ -273,4 +273,4 @@ def check_encode_pair(fn: Callable) -> bool:
                 problems.append(f"{label}: attention_mask {mask}; every real token, [CLS] and [SEP] included, gets 1")
             else:
                 problems.append(f"{label}: attention_mask {mask}; padding positions get 0 (the model must ignore them)")
-    return _report("check_encode_pair", problems, passed)
+    return report_checks("check_encode_pair", problems, passed)

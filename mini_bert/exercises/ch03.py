@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from ..config import BertConfig
 from ..params import formula_parameters
-from ._common import _call, _close, _keeps_random_state, _report, _shape
+from .common import call_safely, all_close, keeps_random_state, report_checks, shape_of
 
 
 # ----------------------------------------------------------------------------- exercise 1
@@ -35,7 +35,7 @@ def sinusoidal_reference(n_positions: int, dim: int, base: float = 10000.0, layo
     return pe.float()
 
 
-@_keeps_random_state
+@keeps_random_state
 def check_sinusoidal_positions(fn: Callable) -> bool:
     """fn(n_positions, dim) -> tensor (n_positions, dim): the Transformer's sinusoidal positions,
     sine in the even columns, cosine in the odd ones, wavelengths from 2*pi up to 10000*2*pi."""
@@ -43,38 +43,38 @@ def check_sinusoidal_positions(fn: Callable) -> bool:
     for n, dim in ((16, 8), (512, 128), (3, 2)):
         label = f"n_positions={n}, dim={dim}"
         expected = sinusoidal_reference(n, dim)
-        got, error = _call(fn, n, dim)
+        got, error = call_safely(fn, n, dim)
         if error:
             problems.append(f"{label}: raised {error}")
             continue
         if not isinstance(got, torch.Tensor):
             problems.append(f"{label}: returned {type(got).__name__}; return a torch tensor")
         elif got.shape != (n, dim):
-            problems.append(f"{label}: shape {_shape(got)}, expected {(n, dim)} (one row per position)")
-        elif _close(got, expected, atol=1e-4):
+            problems.append(f"{label}: shape {shape_of(got)}, expected {(n, dim)} (one row per position)")
+        elif all_close(got, expected, atol=1e-4):
             passed.append(f"{label}: matches sin/cos(p / 10000^(2i/dim))")
-        elif _close(got, sinusoidal_reference(n, dim, layout="halves"), atol=1e-4):
+        elif all_close(got, sinusoidal_reference(n, dim, layout="halves"), atol=1e-4):
             problems.append(f"{label}: you put all sines first and all cosines after them; interleave them: "
                             "pe[:, 0::2] = sin, pe[:, 1::2] = cos")
-        elif _close(got, sinusoidal_reference(n, dim)[:, [j ^ 1 for j in range(dim)]], atol=1e-4):
+        elif all_close(got, sinusoidal_reference(n, dim)[:, [j ^ 1 for j in range(dim)]], atol=1e-4):
             problems.append(f"{label}: sine and cosine are swapped: even columns hold the sine")
-        elif _close(got, sinusoidal_reference(n, dim, step=1), atol=1e-4):
+        elif all_close(got, sinusoidal_reference(n, dim, step=1), atol=1e-4):
             problems.append(f"{label}: the exponent uses i where it needs 2i: the angle is p / 10000^(2i/dim) "
                             "with 2i = 0, 2, 4, ... (torch.arange(0, dim, 2))")
         elif got.dtype in (torch.int32, torch.int64):
             problems.append(f"{label}: the result holds integers; build positions with dtype=torch.float32")
-        elif _close(got[0], torch.tensor([0.0, 1.0] * (dim // 2)), atol=1e-4):
+        elif all_close(got[0], torch.tensor([0.0, 1.0] * (dim // 2)), atol=1e-4):
             row = (got.double() - expected.double()).abs().max(dim=1).values.argmax().item()
             problems.append(f"{label}: position 0 is right but row {row} differs; check the frequencies "
                             "1 / 10000^(2i/dim)")
         else:
             problems.append(f"{label}: row 0 should be [0, 1, 0, 1, ...] (sin 0 and cos 0); got "
                             f"{[round(v, 3) for v in got[0, :4].tolist()]}...")
-    return _report("check_sinusoidal_positions", problems, passed)
+    return report_checks("check_sinusoidal_positions", problems, passed)
 
 
 # ----------------------------------------------------------------------------- exercise 2
-@_keeps_random_state
+@keeps_random_state
 def check_embedding_sum(fn: Callable) -> bool:
     """fn(input_ids, token_type_ids, word, position, segment) -> (B, L, H): the sum of three
     look-ups, word[input_ids] + position[0..L-1] + segment[token_type_ids] (before LayerNorm).
@@ -89,31 +89,31 @@ def check_embedding_sum(fn: Callable) -> bool:
     L = input_ids.shape[1]
     expected = word[input_ids] + position[:L] + segment[token_type_ids]
     passed, problems = [], []
-    got, error = _call(fn, input_ids, token_type_ids, word, position, segment)
+    got, error = call_safely(fn, input_ids, token_type_ids, word, position, segment)
     if error:
         problems.append(f"a batch of 2 sequences of length {L}: raised {error}")
     elif not isinstance(got, torch.Tensor) or got.shape != expected.shape:
-        problems.append(f"a batch of 2 sequences of length {L}: shape {_shape(got)}, expected {tuple(expected.shape)} (B, L, H)")
-    elif _close(got, expected):
+        problems.append(f"a batch of 2 sequences of length {L}: shape {shape_of(got)}, expected {tuple(expected.shape)} (B, L, H)")
+    elif all_close(got, expected):
         passed.append(f"a batch of 2 sequences of length {L}, two segments")
-    elif _close(got, word[input_ids] + position[:L]):
+    elif all_close(got, word[input_ids] + position[:L]):
         problems.append("the segment embedding is missing: add segment[token_type_ids]")
-    elif _close(got, word[input_ids] + segment[token_type_ids]):
+    elif all_close(got, word[input_ids] + segment[token_type_ids]):
         problems.append("the position embedding is missing: add position[torch.arange(L)]")
-    elif _close(got, word[input_ids] + position[input_ids] + segment[token_type_ids]):
+    elif all_close(got, word[input_ids] + position[input_ids] + segment[token_type_ids]):
         problems.append("the positions are looked up with the token ids; use the positions 0..L-1: "
                         "position[torch.arange(input_ids.shape[1])]")
-    elif _close(got, word[input_ids] + position[1:L + 1] + segment[token_type_ids]):
+    elif all_close(got, word[input_ids] + position[1:L + 1] + segment[token_type_ids]):
         problems.append("the positions start at 1; BERT numbers them from 0")
-    elif _close(got, word[input_ids] + position[:L] + segment[1 - token_type_ids]):
+    elif all_close(got, word[input_ids] + position[:L] + segment[1 - token_type_ids]):
         problems.append("the segments are swapped: token type 0 must use row 0 of the segment table")
     else:
         problems.append("the values differ from word[input_ids] + position[:L] + segment[token_type_ids]")
     if not problems:
         short = input_ids[:, :3]
-        got, error = _call(fn, short, token_type_ids[:, :3], word, position, segment)
+        got, error = call_safely(fn, short, token_type_ids[:, :3], word, position, segment)
         want = word[short] + position[:3] + segment[token_type_ids[:, :3]]
-        if error is None and _close(got, want):
+        if error is None and all_close(got, want):
             passed.append("a shorter batch (L=3): the positions follow the length of the input")
         else:
             problems.append("a shorter batch (L=3) fails" + (f": {error}" if error else "") +
@@ -129,15 +129,15 @@ def check_embedding_sum(fn: Callable) -> bool:
             module.position.weight.copy_(position)
             module.segment.weight.copy_(segment)
             theirs = module.norm(fn(input_ids, token_type_ids, word, position, segment))
-            if _close(theirs, module(input_ids, token_type_ids)):
+            if all_close(theirs, module(input_ids, token_type_ids)):
                 passed.append("followed by LayerNorm, equals mini_bert's Embeddings")
             else:
                 problems.append("followed by LayerNorm, differs from mini_bert's Embeddings")
-    return _report("check_embedding_sum", problems, passed)
+    return report_checks("check_embedding_sum", problems, passed)
 
 
 # ----------------------------------------------------------------------------- exercise 3
-@_keeps_random_state
+@keeps_random_state
 def check_layer_norm(fn: Callable) -> bool:
     """fn(x, weight, bias, eps) -> LayerNorm over the last dimension:
     (x - mean) / sqrt(var + eps) * weight + bias, with the biased variance (divide by H, not H - 1)."""
@@ -159,12 +159,12 @@ def check_layer_norm(fn: Callable) -> bool:
         yield "wrong_dim", (x - x.mean(0, keepdim=True)) / torch.sqrt(x.var(0, keepdim=True, unbiased=False) + eps) * weight + bias
         yield "no_center", x / torch.sqrt(var + eps) * weight + bias
 
-    got, error = _call(fn, x, weight, bias, eps)
+    got, error = call_safely(fn, x, weight, bias, eps)
     if error:
         problems.append(f"x of shape (2, 3, {H}): raised {error}")
     elif not isinstance(got, torch.Tensor) or got.shape != x.shape:
-        problems.append(f"x of shape (2, 3, {H}): result has shape {_shape(got)}; LayerNorm keeps the shape")
-    elif _close(got, expected):
+        problems.append(f"x of shape (2, 3, {H}): result has shape {shape_of(got)}; LayerNorm keeps the shape")
+    elif all_close(got, expected):
         passed.append(f"x of shape (2, 3, {H}): equals torch.nn.functional.layer_norm")
     else:
         hints = {
@@ -178,19 +178,19 @@ def check_layer_norm(fn: Callable) -> bool:
             "no_center": "you forgot to subtract the mean",
         }
         for name, value in variants():
-            if _close(got, value, atol=1e-4):
+            if all_close(got, value, atol=1e-4):
                 problems.append(hints[name])
                 break
         else:
             problems.append("the values differ from (x - mean) / sqrt(var + eps) * weight + bias over dim=-1")
     if not problems:
         const = torch.full((1, H), 3.0)
-        got, error = _call(fn, const, torch.ones(H), torch.zeros(H), 1e-5)
-        if error is None and isinstance(got, torch.Tensor) and torch.isfinite(got).all() and _close(got, torch.zeros(1, H)):
+        got, error = call_safely(fn, const, torch.ones(H), torch.zeros(H), 1e-5)
+        if error is None and isinstance(got, torch.Tensor) and torch.isfinite(got).all() and all_close(got, torch.zeros(1, H)):
             passed.append("a constant vector gives zeros, not nan (eps keeps the division finite)")
         else:
             problems.append("a constant vector gives nan or a wrong value; add eps inside the square root")
-    return _report("check_layer_norm", problems, passed)
+    return report_checks("check_layer_norm", problems, passed)
 
 
 # ----------------------------------------------------------------------------- exercise 4
@@ -214,7 +214,7 @@ def check_albert_embedding_parameters(fn: Callable) -> bool:
     passed, problems = [], []
     for label, (V, P, T, E, H) in cases:
         expected = _albert_embeddings(V, P, T, E, H)
-        got, error = _call(fn, V, P, T, E, H)
+        got, error = call_safely(fn, V, P, T, E, H)
         if error:
             problems.append(f"{label}: raised {error}")
             continue
@@ -256,4 +256,4 @@ def check_albert_embedding_parameters(fn: Callable) -> bool:
             else:
                 problems.append(f"{label}: got {got:,}, expected {expected:,}; count each part: three tables, "
                                 "the LayerNorm, the projection")
-    return _report("check_albert_embedding_parameters", problems, passed)
+    return report_checks("check_albert_embedding_parameters", problems, passed)

@@ -11,7 +11,7 @@ import torch
 
 from ..config import BertConfig
 from ..params import count_on_meta
-from ._common import _call, _close, _generator, _keeps_random_state, _report, _shape
+from .common import call_safely, all_close, seeded_generator, keeps_random_state, report_checks, shape_of
 
 
 def _count(cfg: BertConfig) -> int:
@@ -69,7 +69,7 @@ def _check_counts(name: str, fn: Callable, cases: list[tuple[str, BertConfig]]) 
     passed, problems = [], []
     for label, cfg in cases:
         expected = _count(cfg)
-        got, error = _call(fn, cfg)
+        got, error = call_safely(fn, cfg)
         if error:
             problems.append(f"{label}: raised {error}")
             continue
@@ -84,7 +84,7 @@ def _check_counts(name: str, fn: Callable, cases: list[tuple[str, BertConfig]]) 
         else:
             problems.append(f"{label}: got {int(got):,}, expected {expected:,} (off by {int(got) - expected:+,}): "
                             f"{_diagnose(cfg, int(got), expected)}")
-    return _report(name, problems, passed)
+    return report_checks(name, problems, passed)
 
 
 # ----------------------------------------------------------------------------- exercise 1
@@ -130,39 +130,39 @@ def _mean_pool(hidden, mask):
     return (hidden * w).sum(1) / w.sum(1).clamp(min=1e-9)
 
 
-@_keeps_random_state
+@keeps_random_state
 def check_mean_pooling(fn: Callable) -> bool:
     """fn(hidden, attention_mask) -> (B, H): the mean of hidden (B, L, H) over the real tokens
     (attention_mask 1), padding (0) left out; not normalised."""
-    g = _generator(7)
+    g = seeded_generator(7)
     hidden = torch.randn(3, 6, 8, generator=g) + 2.0
     mask = torch.tensor([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0], [1, 0, 0, 0, 0, 0]])
     expected = _mean_pool(hidden, mask)
     passed, problems = [], []
-    out, error = _call(fn, hidden, mask)
+    out, error = call_safely(fn, hidden, mask)
     if error:
         problems.append(f"fn(hidden, mask) raised {error}")
     elif not isinstance(out, torch.Tensor) or out.shape != expected.shape:
-        problems.append(f"for hidden (3, 6, 8) the result has shape {_shape(out)}, expected (3, 8): average over dim=1")
-    elif _close(out, expected):
+        problems.append(f"for hidden (3, 6, 8) the result has shape {shape_of(out)}, expected (3, 8): average over dim=1")
+    elif all_close(out, expected):
         passed.append("averages over real tokens only, for sequences with 0, 3 and 5 padding tokens")
-    elif _close(out, hidden.mean(1)):
+    elif all_close(out, hidden.mean(1)):
         problems.append("the padding positions are averaged in; weight each position by the mask and divide "
                         "by the number of real tokens, mask.sum(1), not by the length")
-    elif _close(out, (hidden * mask.unsqueeze(-1)).sum(1) / hidden.shape[1]):
+    elif all_close(out, (hidden * mask.unsqueeze(-1)).sum(1) / hidden.shape[1]):
         problems.append("padding is zeroed but the sum is divided by the padded length; divide by mask.sum(1)")
-    elif _close(out, (hidden * mask.unsqueeze(-1)).sum(1)):
+    elif all_close(out, (hidden * mask.unsqueeze(-1)).sum(1)):
         problems.append("that is the sum over real tokens; divide by their number, mask.sum(1, keepdim=True)")
-    elif _close(out, torch.nn.functional.normalize(expected, dim=-1)):
+    elif all_close(out, torch.nn.functional.normalize(expected, dim=-1)):
         problems.append("the mean is right but normalised to length 1; return the plain mean "
                         "(sentence_embedding normalises it afterwards)")
-    elif _close(out, hidden[:, 0]):
+    elif all_close(out, hidden[:, 0]):
         problems.append("that is the [CLS] vector; average over all real tokens instead")
     else:
         problems.append("the values differ from the mean over real tokens")
     if not problems:
-        out, error = _call(fn, hidden, mask.float())
-        if error is None and _close(out, expected):
+        out, error = call_safely(fn, hidden, mask.float())
+        if error is None and all_close(out, expected):
             passed.append("accepts a float mask as well as an integer one")
         else:
             problems.append(f"fails with a float mask{': ' + error if error else ''}")
@@ -175,15 +175,15 @@ def check_mean_pooling(fn: Callable) -> bool:
         with torch.no_grad():
             mine = torch.nn.functional.normalize(fn(model(ids, attention_mask=mask).last_hidden_state, mask), dim=-1)
             reference = sentence_embedding(model, ids, mask)
-        if _close(mine, reference):
+        if all_close(mine, reference):
             passed.append("normalised, it equals mini_bert.minilm.sentence_embedding on a small model")
         else:
             problems.append("normalised, it differs from mini_bert.minilm.sentence_embedding")
-    return _report("check_mean_pooling", problems, passed)
+    return report_checks("check_mean_pooling", problems, passed)
 
 
 # ----------------------------------------------------------------------------- exercise 4
-@_keeps_random_state
+@keeps_random_state
 def check_tied_mlm_logits(fn: Callable) -> bool:
     """fn(hidden, head) -> the MLM logits of `head` (a mini_bert MLMHead) computed by hand:
     the transform (head.dense, head.act, head.norm), then the tied decoder, whose weight is the
@@ -193,7 +193,7 @@ def check_tied_mlm_logits(fn: Callable) -> bool:
     cfg = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
     model = BertForMaskedLM(cfg).eval()
     head = model.mlm
-    g = _generator(8)
+    g = seeded_generator(8)
     with torch.no_grad():
         for p in head.parameters():  # non-trivial values everywhere, the bias and LayerNorm included
             p.add_(torch.randn(p.shape, generator=g) * 0.2)
@@ -201,35 +201,35 @@ def check_tied_mlm_logits(fn: Callable) -> bool:
     passed, problems = [], []
     with torch.no_grad():
         expected = head(hidden)
-        out, error = _call(fn, hidden, head)
+        out, error = call_safely(fn, hidden, head)
         h = head.dense(hidden)
         table, bias = head.word_embeddings.weight, head.bias
         if error:
             hint = " (F.linear(h, W, b) computes h @ W.T + b; the table is (V, H))" if "shape" in error or "size" in error else ""
             problems.append(f"fn(hidden, head) raised {error}{hint}")
         elif not isinstance(out, torch.Tensor) or out.shape != expected.shape:
-            problems.append(f"the logits have shape {_shape(out)}, expected (B, L, V) = {tuple(expected.shape)}")
-        elif _close(out, expected):
+            problems.append(f"the logits have shape {shape_of(out)}, expected (B, L, V) = {tuple(expected.shape)}")
+        elif all_close(out, expected):
             passed.append("equals the MLMHead's output")
-        elif _close(out, head.norm(head.act(h)) @ table.T):
+        elif all_close(out, head.norm(head.act(h)) @ table.T):
             problems.append("the decoder bias is missing: add head.bias (one per vocabulary entry)")
-        elif _close(out, hidden @ table.T + bias):
+        elif all_close(out, hidden @ table.T + bias):
             problems.append("the transform is missing: dense, then the activation, then the LayerNorm, before the decoder")
-        elif _close(out, head.act(head.norm(h)) @ table.T + bias):
+        elif all_close(out, head.act(head.norm(h)) @ table.T + bias):
             problems.append("LayerNorm and activation are swapped: the order is dense -> activation -> LayerNorm")
-        elif _close(out, head.act(h) @ table.T + bias):
+        elif all_close(out, head.act(h) @ table.T + bias):
             problems.append("the LayerNorm is missing: dense -> activation -> LayerNorm -> decoder")
         else:
             problems.append("the values differ from the head's output")
         if not problems:
             # Tying: change the embedding table and the logits must follow.
             table.mul_(2.0)
-            out, error = _call(fn, hidden, head)
-            followed = error is None and _close(out, head(hidden))
+            out, error = call_safely(fn, hidden, head)
+            followed = error is None and all_close(out, head(hidden))
             table.div_(2.0)
             if followed:
                 passed.append("reads the tied table: scaling the word embeddings changes the logits the same way")
             else:
                 problems.append("after scaling the word-embedding table the result no longer matches the head: "
                                 "use head.word_embeddings.weight at call time, not a copy")
-    return _report("check_tied_mlm_logits", problems, passed)
+    return report_checks("check_tied_mlm_logits", problems, passed)

@@ -13,7 +13,7 @@ import random
 
 import torch
 
-from ._common import _call, _fail, _report
+from .common import call_safely, fail_check, report_checks
 
 __all__ = ["check_replace_selected", "check_count_distinct_masks", "check_word_groups"]
 
@@ -34,12 +34,12 @@ def check_replace_selected(replace_selected) -> bool:
     probability 0.1, and stay as they are with probability 0.1; other positions never change.
     """
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_replace_selected", passed)
+    fail = functools.partial(fail_check, "check_replace_selected", passed)
     # 1. Shape, untouched positions, no mutation of the input.
     ids = [12, 500, 37, 999, 64, 64, 128, 256]
     selected = [False, True, False, True, False, True, False, False]
     original = list(ids)
-    out, err = _call(replace_selected, ids, selected, MASK_ID, NORMAL_IDS, random.Random(0))
+    out, err = call_safely(replace_selected, ids, selected, MASK_ID, NORMAL_IDS, random.Random(0))
     if err:
         return fail(f"replace_selected raised {err}", "it takes (input_ids, selected, mask_id, normal_ids, rng).")
     if ids != original:
@@ -64,7 +64,7 @@ def check_replace_selected(replace_selected) -> bool:
     rng = random.Random(1234)
     for s in range(n_seq):
         seq = [5000 + (s * length + i) % 3000 for i in range(length)]
-        out, err = _call(replace_selected, seq, [True] * length, MASK_ID, NORMAL_IDS, rng)
+        out, err = call_safely(replace_selected, seq, [True] * length, MASK_ID, NORMAL_IDS, rng)
         if err:
             return fail(f"replace_selected raised {err}")
         for before, after in zip(seq, out):
@@ -93,7 +93,7 @@ def check_replace_selected(replace_selected) -> bool:
         return fail(f"only {len(random_ids)} different random ids in {counts['random']} random replacements",
                     "draw a new random id for every replaced token, from the whole of normal_ids.")
     passed.append(f"random replacements spread over {len(random_ids)} different ids")
-    return _report("check_replace_selected", [], passed)
+    return report_checks("check_replace_selected", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -126,7 +126,7 @@ def _reference_count(dataset, index, epochs):
 def check_count_distinct_masks(count_distinct_masks) -> bool:
     """Check count_distinct_masks(dataset, index, epochs) -> int on static and dynamic datasets."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_count_distinct_masks", passed)
+    fail = functools.partial(fail_check, "check_count_distinct_masks", passed)
     cases = [
         ("static masking, 1 copy", dict(dynamic=False, static_copies=1), 2, 12),
         ("static masking, 4 copies", dict(dynamic=False, static_copies=4), 3, 12),
@@ -135,7 +135,7 @@ def check_count_distinct_masks(count_distinct_masks) -> bool:
     ]
     for name, kw, index, epochs in cases:
         want = _reference_count(_toy_dataset(**kw), index, epochs)
-        got, err = _call(count_distinct_masks, _toy_dataset(**kw), index, epochs)
+        got, err = call_safely(count_distinct_masks, _toy_dataset(**kw), index, epochs)
         if err:
             hint = ("tensors cannot go into a set; convert with tuple(t.tolist())." if "unhashable" in err
                     else "it takes (dataset, index, epochs).")
@@ -147,7 +147,7 @@ def check_count_distinct_masks(count_distinct_masks) -> bool:
                 "compare the masked input ids (dataset[index]['input_ids']) across epochs, and count each mask once."
             return fail(f"{name}, {epochs} epochs: got {got}, expected {want}", hint)
         passed.append(f"{name}, {epochs} epochs: {got} distinct masks")
-    return _report("check_count_distinct_masks", [], passed)
+    return report_checks("check_count_distinct_masks", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -168,9 +168,9 @@ _WORD_CASES = [
 def check_word_groups(word_groups) -> bool:
     """Check word_groups(tokens) -> list of lists of positions, one list per word."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_word_groups", passed)
+    fail = functools.partial(fail_check, "check_word_groups", passed)
     for tokens, want in _WORD_CASES:
-        got, err = _call(word_groups, list(tokens))
+        got, err = call_safely(word_groups, list(tokens))
         if err:
             return fail(f"word_groups({tokens}) raised {err}",
                         "an empty list or a first token starting with ## must work too." if not tokens or
@@ -189,4 +189,4 @@ def check_word_groups(word_groups) -> bool:
                 hint = "a token starting with ## joins the previous group; every other token starts a new one."
             return fail(f"word_groups({tokens}) = {got}, expected {want}", hint)
     passed.append(f"{len(_WORD_CASES)} token lists grouped correctly")
-    return _report("check_word_groups", [], passed)
+    return report_checks("check_word_groups", [], passed)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import math
 
-from ._common import _call, _fail, _report
+from .common import call_safely, fail_check, report_checks
 
 __all__ = ["check_make_sop_pair", "check_jaccard", "check_is_order_blind", "check_order_feature"]
 
@@ -32,11 +32,11 @@ def _sop_pair(a, b, swap, cls_id, sep_id):
 def check_make_sop_pair(make_sop_pair) -> bool:
     """Check make_sop_pair(segment_a, segment_b, swap, cls_id, sep_id) -> (input_ids, token_type_ids, label)."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_make_sop_pair", passed)
+    fail = functools.partial(fail_check, "check_make_sop_pair", passed)
     cases = [([7, 8, 9], [20, 21], False), ([7, 8, 9], [20, 21], True), ([5], [6, 6, 6, 6], True),
              ([5], [6, 6, 6, 6], False), ([30, 31], [40], True)]
     for a, b, swap in cases:
-        got, err = _call(make_sop_pair, list(a), list(b), swap, CLS_ID, SEP_ID)
+        got, err = call_safely(make_sop_pair, list(a), list(b), swap, CLS_ID, SEP_ID)
         if err:
             return fail(f"make_sop_pair({a}, {b}, swap={swap}) raised {err}",
                         "it takes (segment_a, segment_b, swap, cls_id, sep_id).")
@@ -58,7 +58,7 @@ def check_make_sop_pair(make_sop_pair) -> bool:
                         "0 for [CLS], the first segment and its [SEP]; 1 for the second segment and the final "
                         "[SEP]. The ids follow the position, not which segment it is.")
     passed.append(f"{len(cases)} pairs built correctly, in order and swapped")
-    return _report("check_make_sop_pair", [], passed)
+    return report_checks("check_make_sop_pair", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,9 +79,9 @@ _JACCARD_CASES = [
 def check_jaccard(jaccard) -> bool:
     """Check jaccard(a_tokens, b_tokens) -> |set(a) & set(b)| / |set(a) | set(b)| (0.0 if both empty)."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_jaccard", passed)
+    fail = functools.partial(fail_check, "check_jaccard", passed)
     for a, b, want in _JACCARD_CASES:
-        got, err = _call(jaccard, list(a), list(b))
+        got, err = call_safely(jaccard, list(a), list(b))
         if err:
             hint = "two empty lists have an empty union: return 0.0 there." if "division" in err else None
             return fail(f"jaccard({a}, {b}) raised {err}", hint)
@@ -94,7 +94,7 @@ def check_jaccard(jaccard) -> bool:
                     else "shared distinct tokens divided by all distinct tokens of either list.")
             return fail(f"jaccard({a}, {b}) = {got:.4f}, expected {want:.4f}", hint)
     passed.append(f"{len(_JACCARD_CASES)} cases correct, including repeated tokens and empty lists")
-    return _report("check_jaccard", [], passed)
+    return report_checks("check_jaccard", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,10 +128,10 @@ def _sighted_features():
 def check_is_order_blind(is_order_blind) -> bool:
     """Check is_order_blind(featurize, pairs) -> True iff featurize(a, b) == featurize(b, a) on every pair."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_is_order_blind", passed)
+    fail = functools.partial(fail_check, "check_is_order_blind", passed)
     for expected, featurizers in [(True, _blind_features()), (False, _sighted_features())]:
         for name, featurize in featurizers.items():
-            got, err = _call(is_order_blind, featurize, [(list(a), list(b)) for a, b in _PAIRS])
+            got, err = call_safely(is_order_blind, featurize, [(list(a), list(b)) for a, b in _PAIRS])
             if err:
                 return fail(f"is_order_blind raised {err} on the features '{name}'",
                             "call featurize(a, b) and featurize(b, a) for each (a, b) in pairs.")
@@ -144,7 +144,7 @@ def check_is_order_blind(is_order_blind) -> bool:
                             "compare the feature lists element by element, not as sets or sorted.")
                 return fail(f"features '{name}': got {got!r}, expected {expected}", hint)
             passed.append(f"'{name}' is {'order-blind' if expected else 'not order-blind'}")
-    return _report("check_is_order_blind", [], passed)
+    return report_checks("check_is_order_blind", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -186,11 +186,11 @@ def check_order_feature(order_feature) -> bool:
     from sklearn.linear_model import LogisticRegression
 
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_order_feature", passed)
+    fail = functools.partial(fail_check, "check_order_feature", passed)
 
     # One small pair first, so that a stub or a broken function is reported at once, before the
     # SOP pairs of the corpus are built (a few seconds).
-    _, err = _call(order_feature, ["paris", "is", "the", "capital", "."], ["it", "is", "large", "."])
+    _, err = call_safely(order_feature, ["paris", "is", "the", "capital", "."], ["it", "is", "large", "."])
     if err:
         return fail(f"order_feature raised {err}", "it takes (a_tokens, b_tokens), two lists of WordPiece strings.")
     train_pairs, train_labels, val_pairs, val_labels = _sop_token_pairs()
@@ -198,7 +198,7 @@ def check_order_feature(order_feature) -> bool:
     for name, pairs in [("training", train_pairs), ("validation", val_pairs)]:
         features = []
         for a, b in pairs:
-            f, err = _call(order_feature, list(a), list(b))
+            f, err = call_safely(order_feature, list(a), list(b))
             if err:
                 return fail(f"order_feature raised {err} on a {name} pair", "it takes (a_tokens, b_tokens).")
             try:
@@ -228,4 +228,4 @@ def check_order_feature(order_feature) -> bool:
                     "look at section 7.3's lists of tokens that open a text and tokens that refer back.")
     passed.append(f"a logistic regression on your {size} features reaches {accuracy:.3f} on {len(val_pairs)} "
                   "validation SOP pairs (chance is 0.5)")
-    return _report("check_order_feature", [], passed)
+    return report_checks("check_order_feature", [], passed)

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..config import IGNORE_INDEX
-from ._common import _call, _close, _fail, _report, _shape
+from .common import call_safely, all_close, fail_check, report_checks, shape_of
 
 __all__ = ["check_lr_schedule", "check_decay_groups", "check_masked_only_loss", "check_unigram_accuracy"]
 
@@ -41,10 +41,10 @@ def check_lr_schedule(lr_at) -> bool:
     straight lines (mini_bert.loop.lr_factor with schedule="linear").
     """
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_lr_schedule", passed)
+    fail = functools.partial(fail_check, "check_lr_schedule", passed)
     for total, peak, warmup in [(100, 1.0, 10), (3300, 2e-3, 165), (50, 0.5, 1)]:
         for step in sorted({0, warmup // 2, warmup, (warmup + total) // 2, total - 1, total}):
-            got, err = _call(lr_at, step, total, peak, warmup)
+            got, err = call_safely(lr_at, step, total, peak, warmup)
             if err:
                 return fail(f"lr_at({step}, {total}, {peak}, {warmup}) raised {err}")
             want = _reference_lr(step, total, peak, warmup)
@@ -61,7 +61,7 @@ def check_lr_schedule(lr_at) -> bool:
                 return fail(f"lr_at({step}, total={total}, peak={peak}, warmup={warmup}) = {float(got):.6g}, "
                             f"expected {want:.6g}", hint)
         passed.append(f"total={total}, warmup={warmup}: the start, the peak, the decay and the end are right")
-    return _report("check_lr_schedule", [], passed)
+    return report_checks("check_lr_schedule", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -83,10 +83,10 @@ def check_decay_groups(split_parameters) -> bool:
     from .. import BertConfig, BertForPreTraining
 
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_decay_groups", passed)
+    fail = functools.partial(fail_check, "check_decay_groups", passed)
     model = BertForPreTraining(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                                           intermediate_size=32, max_position_embeddings=16))
-    got, err = _call(split_parameters, model)
+    got, err = call_safely(split_parameters, model)
     if err:
         return fail(f"split_parameters(model) raised {err}")
     try:
@@ -115,7 +115,7 @@ def check_decay_groups(split_parameters) -> bool:
         where = "should not be decayed" if example in decay else "should be decayed"
         return fail(f"{example} {where}", hint)
     passed.append(f"{len(want_decay)} decayed and {len(want_plain)} plain parameters, as mini_bert.loop.make_optimizer")
-    return _report("check_decay_groups", [], passed)
+    return report_checks("check_decay_groups", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -144,7 +144,7 @@ def check_masked_only_loss(masked_only_loss) -> bool:
     (..., H) to (..., V).
     """
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_masked_only_loss", passed)
+    fail = functools.partial(fail_check, "check_masked_only_loss", passed)
     for seed, (B, L, H, V, share) in enumerate([(2, 8, 6, 11, 0.25), (3, 5, 4, 7, 0.5), (1, 12, 8, 9, 0.1)]):
         g = torch.Generator().manual_seed(seed)
         hidden = torch.randn(B, L, H, generator=g)
@@ -155,14 +155,14 @@ def check_masked_only_loss(masked_only_loss) -> bool:
         head = _CountingHead(H, V, seed)
         want = F.cross_entropy(head(hidden).view(-1, V), labels.view(-1), ignore_index=IGNORE_INDEX).detach()
         head.rows = 0
-        got, err = _call(masked_only_loss, hidden, labels.clone(), head)
+        got, err = call_safely(masked_only_loss, hidden, labels.clone(), head)
         if err:
             return fail(f"masked_only_loss raised {err}",
                         "select the rows first: hidden[labels != -100] is (N, H); then head(...) and F.cross_entropy.")
         if not isinstance(got, torch.Tensor) or got.numel() != 1:
-            return fail(f"masked_only_loss returned {_shape(got)}, expected a scalar tensor")
+            return fail(f"masked_only_loss returned {shape_of(got)}, expected a scalar tensor")
         got = got.detach()
-        if not _close(got.reshape(()), want):
+        if not all_close(got.reshape(()), want):
             hint = ("average over the labelled positions only (not over all B*L positions)."
                     if math.isclose(float(got), float(want) * int(keep.sum()) / (B * L), rel_tol=1e-4)
                     else "the targets are labels[labels != -100], in the same order as the selected rows.")
@@ -171,7 +171,7 @@ def check_masked_only_loss(masked_only_loss) -> bool:
             return fail(f"the head scored {head.rows} rows, but only {int(keep.sum())} positions have a label",
                         "select hidden[labels != -100] BEFORE calling head(...): that is where the saving comes from.")
         passed.append(f"B={B}, L={L}: the same loss as the full computation, with the head run at {head.rows} of {B * L} positions")
-    return _report("check_masked_only_loss", [], passed)
+    return report_checks("check_masked_only_loss", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -186,7 +186,7 @@ def check_unigram_accuracy(unigram_accuracy) -> bool:
     predicted; special_ids: set of ids ([CLS], [SEP], [PAD], ...) that are never predicted.
     """
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_unigram_accuracy", passed)
+    fail = functools.partial(fail_check, "check_unigram_accuracy", passed)
     cases = [
         # [CLS]=1 and [SEP]=2 are the most frequent ids; 7 is the most frequent word
         ([[1, 7, 5, 7, 2], [1, 7, 9, 2], [1, 1, 2, 2]], torch.tensor([[7, -100, 5, -100], [9, 7, -100, -100]]), {0, 1, 2}),
@@ -200,7 +200,7 @@ def check_unigram_accuracy(unigram_accuracy) -> bool:
         top = max(counts, key=counts.get)
         target = labels[labels != IGNORE_INDEX]
         want = float((target == top).float().mean())
-        got, err = _call(unigram_accuracy, [list(s) for s in train_ids], labels.clone(), set(special))
+        got, err = call_safely(unigram_accuracy, [list(s) for s in train_ids], labels.clone(), set(special))
         if err:
             return fail(f"unigram_accuracy raised {err}")
         try:
@@ -216,4 +216,4 @@ def check_unigram_accuracy(unigram_accuracy) -> bool:
                 hint = "divide by the number of labelled positions (labels != -100), not by all positions."
             return fail(f"got {got:.4f}, expected {want:.4f} for labels {labels.tolist()}", hint)
     passed.append(f"{len(cases)} cases: the most frequent non-special token, scored at the labelled positions only")
-    return _report("check_unigram_accuracy", [], passed)
+    return report_checks("check_unigram_accuracy", [], passed)

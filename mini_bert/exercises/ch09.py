@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from ._common import _call, _close, _fail, _generator, _keeps_random_state, _report, _shape
+from .common import call_safely, all_close, fail_check, seeded_generator, keeps_random_state, report_checks, shape_of
 
 # --------------------------------------------------------------------------------------------
 # Exercise 1: the entropy of one attention row
@@ -21,17 +21,17 @@ def _reference_entropy(row: torch.Tensor) -> float:
 def _as_float(x):
     if isinstance(x, torch.Tensor):
         if x.numel() != 1:
-            raise ValueError(f"a tensor of shape {_shape(x)}")
+            raise ValueError(f"a tensor of shape {shape_of(x)}")
         return float(x)
     return float(x)
 
 
-@_keeps_random_state
+@keeps_random_state
 def check_attention_entropy(attention_entropy) -> bool:
     """Check attention_entropy(row) -> the entropy in nats of one attention row (a 1-D tensor)."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_attention_entropy", passed)
-    g = _generator(9)
+    fail = functools.partial(fail_check, "check_attention_entropy", passed)
+    g = seeded_generator(9)
     cases = [
         ("a uniform row over 8 tokens", torch.full((8,), 1 / 8)),
         ("a row with all its mass on one token", torch.tensor([0.0, 0.0, 1.0, 0.0, 0.0])),
@@ -40,7 +40,7 @@ def check_attention_entropy(attention_entropy) -> bool:
     ]
     for name, row in cases:
         want = _reference_entropy(row)
-        got, err = _call(attention_entropy, row.clone())
+        got, err = call_safely(attention_entropy, row.clone())
         if err:
             return fail(f"{name}: attention_entropy raised {err}", "it takes one 1-D tensor of probabilities.")
         try:
@@ -60,7 +60,7 @@ def check_attention_entropy(attention_entropy) -> bool:
                 hint = "entropy = -sum_j p_j log p_j over the tokens j of the row."
             return fail(f"{name}: got {got:.4f}, expected {want:.4f}", hint)
         passed.append(f"{name}: {got:.4f} nats")
-    return _report("check_attention_entropy", [], passed)
+    return report_checks("check_attention_entropy", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -82,12 +82,12 @@ def _random_attention(L: int, g: torch.Generator, previous: float = 0.0) -> torc
     return attn
 
 
-@_keeps_random_state
+@keeps_random_state
 def check_previous_token_share(previous_token_share) -> bool:
     """Check previous_token_share(attn) -> mean over queries i >= 1 of attn[i, i - 1], attn (L, L)."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_previous_token_share", passed)
-    g = _generator(19)
+    fail = functools.partial(fail_check, "check_previous_token_share", passed)
+    g = seeded_generator(19)
     cases = [
         ("a random 6 x 6 head", _random_attention(6, g)),
         ("a previous-token head (90% on the previous token)", _random_attention(12, g, previous=0.9)),
@@ -95,13 +95,13 @@ def check_previous_token_share(previous_token_share) -> bool:
     ]
     for name, attn in cases:
         want = _reference_previous(attn)
-        got, err = _call(previous_token_share, attn.clone())
+        got, err = call_safely(previous_token_share, attn.clone())
         if err:
             return fail(f"{name}: previous_token_share raised {err}", "it takes one (L, L) tensor.")
         try:
             got = _as_float(got)
         except (TypeError, ValueError):
-            return fail(f"{name}: returned {type(got).__name__} {_shape(got)}", "return one number (a mean).")
+            return fail(f"{name}: returned {type(got).__name__} {shape_of(got)}", "return one number (a mean).")
         if abs(got - want) > 1e-5:
             L = attn.shape[0]
             nxt = float(torch.diagonal(attn, offset=1).double().mean())
@@ -114,7 +114,7 @@ def check_previous_token_share(previous_token_share) -> bool:
                 hint = "take attn[i, i - 1] for i = 1 .. L - 1 (torch.diagonal(attn, offset=-1)) and average."
             return fail(f"{name}: got {got:.4f}, expected {want:.4f}", hint)
         passed.append(f"{name}: {got:.3f}")
-    return _report("check_previous_token_share", [], passed)
+    return report_checks("check_previous_token_share", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,12 +127,12 @@ def _reference_mask(context: torch.Tensor, keep: torch.Tensor, num_heads: int) -
     return (context.view(B, L, num_heads, H // num_heads) * keep.view(1, 1, num_heads, 1).to(context.dtype)).view(B, L, H)
 
 
-@_keeps_random_state
+@keeps_random_state
 def check_mask_heads(mask_heads) -> bool:
     """Check mask_heads(context, keep, num_heads): zero the slices of the heads with keep == 0."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_mask_heads", passed)
-    g = _generator(29)
+    fail = functools.partial(fail_check, "check_mask_heads", passed)
+    g = seeded_generator(29)
     cases = [
         ("4 heads of size 3, head 1 off", torch.randn(2, 5, 12, generator=g), torch.tensor([1.0, 0.0, 1.0, 1.0]), 4),
         ("12 heads of size 2, heads 0 and 11 off", torch.randn(1, 7, 24, generator=g),
@@ -142,7 +142,7 @@ def check_mask_heads(mask_heads) -> bool:
     for name, context, keep, heads in cases:
         original = context.clone()
         want = _reference_mask(context, keep, heads)
-        got, err = _call(mask_heads, context, keep.clone(), heads)
+        got, err = call_safely(mask_heads, context, keep.clone(), heads)
         if err:
             return fail(f"{name}: mask_heads raised {err}", "it takes (context (B, L, H), keep (heads,), num_heads).")
         if not torch.equal(context, original):
@@ -150,15 +150,15 @@ def check_mask_heads(mask_heads) -> bool:
                         "return a new tensor (e.g. context * scale); a hook that edits its input changes "
                         "the tensor the model keeps using.")
         if not isinstance(got, torch.Tensor) or got.shape != context.shape:
-            return fail(f"{name}: returned {_shape(got)}, expected a tensor of shape {_shape(context)}")
-        if not _close(got, want):
+            return fail(f"{name}: returned {shape_of(got)}, expected a tensor of shape {shape_of(context)}")
+        if not all_close(got, want):
             D = context.shape[-1] // heads
             interleaved = (context.view(*context.shape[:2], D, heads) * keep.view(1, 1, 1, heads)).view(context.shape)
-            if _close(got, interleaved):
+            if all_close(got, interleaved):
                 hint = ("the heads sit side by side: head h owns the D = H / heads consecutive features "
                         "h*D .. (h+1)*D - 1; reshape to (B, L, heads, D), not (B, L, D, heads).")
             else:
                 hint = "multiply head h's slice context[..., h*D:(h+1)*D] by keep[h]; leave the rest unchanged."
             return fail(f"{name}: wrong values", hint)
         passed.append(name)
-    return _report("check_mask_heads", [], passed)
+    return report_checks("check_mask_heads", [], passed)

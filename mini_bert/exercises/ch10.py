@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from ._common import _call, _close, _fail, _generator, _keeps_random_state, _report, _shape
+from .common import call_safely, all_close, fail_check, seeded_generator, keeps_random_state, report_checks, shape_of
 
 # --------------------------------------------------------------------------------------------
 # Exercise 1: layer-wise learning rates
@@ -21,10 +21,10 @@ def _reference_rates(num_layers: int, peak: float, decay: float) -> list[float]:
 def check_layer_rates(layer_rates) -> bool:
     """Check layer_rates(num_layers, peak, decay) -> [embeddings, layer 1, ..., layer L, head]."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_layer_rates", passed)
+    fail = functools.partial(fail_check, "check_layer_rates", passed)
     for num_layers, peak, decay in ((2, 1e-3, 0.8), (6, 3e-4, 0.9), (12, 5e-5, 0.95), (3, 1e-3, 1.0)):
         want = _reference_rates(num_layers, peak, decay)
-        got, err = _call(layer_rates, num_layers, peak, decay)
+        got, err = call_safely(layer_rates, num_layers, peak, decay)
         case = f"{num_layers} layers, peak {peak:g}, decay {decay:g}"
         if err:
             return fail(f"{case}: layer_rates raised {err}", "it takes (num_layers, peak, decay).")
@@ -45,7 +45,7 @@ def check_layer_rates(layer_rates) -> bool:
                 hint = "the layer at depth d (0 = embeddings, L = top) gets peak * decay ** (L - d); the head the peak."
             return fail(f"{case}: got {[f'{x:.3g}' for x in got]}, expected {[f'{x:.3g}' for x in want]}", hint)
         passed.append(f"{case}: embeddings {got[0]:.3g} .. head {got[-1]:.3g}")
-    return _report("check_layer_rates", [], passed)
+    return report_checks("check_layer_rates", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -64,13 +64,13 @@ def _reference_macro_f1(predictions: torch.Tensor, labels: torch.Tensor, num_lab
     return sum(f1s) / len(f1s)
 
 
-@_keeps_random_state
+@keeps_random_state
 def check_macro_f1(macro_f1) -> bool:
     """Check macro_f1(predictions, labels, num_labels) -> the mean of the per-class F1 scores
     (classes that neither occur nor are predicted left out)."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_macro_f1", passed)
-    g = _generator(10)
+    fail = functools.partial(fail_check, "check_macro_f1", passed)
+    g = seeded_generator(10)
     cases = [
         ("a perfect prediction", torch.tensor([0, 1, 2, 1]), torch.tensor([0, 1, 2, 1]), 3),
         ("always the majority class", torch.zeros(10, dtype=torch.long), torch.tensor([0] * 8 + [1, 2]), 3),
@@ -80,13 +80,13 @@ def check_macro_f1(macro_f1) -> bool:
     ]
     for name, predictions, labels, k in cases:
         want = _reference_macro_f1(predictions, labels, k)
-        got, err = _call(macro_f1, predictions.clone(), labels.clone(), k)
+        got, err = call_safely(macro_f1, predictions.clone(), labels.clone(), k)
         if err:
             return fail(f"{name}: macro_f1 raised {err}", "it takes (predictions, labels, num_labels).")
         try:
             got = float(got)
         except (TypeError, ValueError):
-            return fail(f"{name}: returned {_shape(got)}", "return one number.")
+            return fail(f"{name}: returned {shape_of(got)}", "return one number.")
         if math.isnan(got):
             return fail(f"{name}: got nan", "a class with no true or predicted example has F1 0/0: leave it out "
                         "of the mean.")
@@ -100,7 +100,7 @@ def check_macro_f1(macro_f1) -> bool:
                 hint = "per class c: F1 = 2 TP / (2 TP + FP + FN); then the plain mean over the classes."
             return fail(f"{name}: got {got:.4f}, expected {want:.4f}", hint)
         passed.append(f"{name}: {got:.4f}")
-    return _report("check_macro_f1", [], passed)
+    return report_checks("check_macro_f1", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -113,12 +113,12 @@ def _reference_pool(logits: torch.Tensor, text_of: torch.Tensor, n_texts: int) -
     return summed / torch.bincount(text_of, minlength=n_texts).unsqueeze(1)
 
 
-@_keeps_random_state
+@keeps_random_state
 def check_pool_windows(pool_windows) -> bool:
     """Check pool_windows(logits, text_of, n_texts) -> (n_texts, C): each text's mean window logits."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_pool_windows", passed)
-    g = _generator(11)
+    fail = functools.partial(fail_check, "check_pool_windows", passed)
+    g = seeded_generator(11)
     cases = [
         ("one window per text", torch.randn(3, 4, generator=g), torch.tensor([0, 1, 2]), 3),
         ("texts with 3, 1 and 2 windows", torch.randn(6, 2, generator=g), torch.tensor([0, 0, 0, 1, 2, 2]), 3),
@@ -126,18 +126,18 @@ def check_pool_windows(pool_windows) -> bool:
     ]
     for name, logits, text_of, n in cases:
         want = _reference_pool(logits, text_of, n)
-        got, err = _call(pool_windows, logits.clone(), text_of.clone(), n)
+        got, err = call_safely(pool_windows, logits.clone(), text_of.clone(), n)
         if err:
             return fail(f"{name}: pool_windows raised {err}", "it takes (logits, text_of, n_texts).")
         if not isinstance(got, torch.Tensor) or got.shape != want.shape:
-            return fail(f"{name}: returned {_shape(got)}, expected a tensor of shape {tuple(want.shape)}",
+            return fail(f"{name}: returned {shape_of(got)}, expected a tensor of shape {tuple(want.shape)}",
                         "one row per text, one column per class.")
-        if not _close(got, want):
+        if not all_close(got, want):
             summed = _reference_pool(logits, text_of, n) * torch.bincount(text_of, minlength=n).unsqueeze(1)
-            if _close(got, summed):
+            if all_close(got, summed):
                 hint = "divide by each text's number of windows: a long text must not get larger logits."
             else:
                 hint = "row t is the mean of the logits of the windows i with text_of[i] == t."
             return fail(f"{name}: wrong values", hint)
         passed.append(name)
-    return _report("check_pool_windows", [], passed)
+    return report_checks("check_pool_windows", [], passed)

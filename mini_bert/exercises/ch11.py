@@ -5,10 +5,10 @@ import functools
 import math
 import random
 
-from ..examples import _pack
+from ..examples import pack_documents
 from ..masking import SpecialTokens
 from ..roberta import scaled_lr
-from ._common import _call, _fail, _report
+from .common import call_safely, fail_check, report_checks
 
 CLS, SEP = 2, 3  # the ids the exercises use for [CLS] and [SEP]
 _SPECIAL = SpecialTokens(cls=CLS, sep=SEP, mask=4, pad=0, vocab_size=1000)
@@ -30,7 +30,7 @@ def _documents(seed: int, n_docs: int, longest: int) -> list[list[list[int]]]:
 
 def _reference_pack(documents, max_tokens, cross_documents):
     order = list(range(len(documents)))
-    return [list(e.input_ids) for e in _pack(documents, _SPECIAL, max_tokens, order, cross_documents)]
+    return [list(e.input_ids) for e in pack_documents(documents, _SPECIAL, max_tokens, order, cross_documents)]
 
 
 def check_pack_sentences(pack_sentences) -> bool:
@@ -40,7 +40,7 @@ def check_pack_sentences(pack_sentences) -> bool:
     FULL-SENTENCES), or a new example at every document (False, DOC-SENTENCES); a sentence longer
     than an example is cut into example-sized pieces."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_pack_sentences", passed)
+    fail = functools.partial(fail_check, "check_pack_sentences", passed)
     cases = [(_documents(1, 6, 6), 12, True), (_documents(1, 6, 6), 12, False),
              (_documents(2, 12, 9), 16, True), (_documents(3, 10, 30), 14, True),
              (_documents(3, 10, 30), 14, False)]
@@ -50,7 +50,7 @@ def check_pack_sentences(pack_sentences) -> bool:
         case = (f"{name}, {len(documents)} documents, max_tokens={max_tokens}"
                 + (", some sentences longer than an example" if long_sentence else ""))
         want = _reference_pack(documents, max_tokens, cross)
-        got, err = _call(pack_sentences, documents, max_tokens, cross)
+        got, err = call_safely(pack_sentences, documents, max_tokens, cross)
         if err:
             return fail(f"{case}: pack_sentences raised {err}")
         try:
@@ -80,7 +80,7 @@ def check_pack_sentences(pack_sentences) -> bool:
             hint = ("add a sentence only while the example still fits (with the separator it may need); "
                     "otherwise close the example and start the next with that sentence.")
         return fail(f"{case}: {len(got)} examples, expected {len(want)} (first expected: {want[0]})", hint)
-    return _report("check_pack_sentences", [], passed)
+    return report_checks("check_pack_sentences", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,11 +94,11 @@ def check_sentence_pairs(sentence_pairs) -> bool:
     About half of each kind, every sentence with a successor used as A, the same pairs for the same
     seed."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_sentence_pairs", passed)
+    fail = functools.partial(fail_check, "check_sentence_pairs", passed)
     documents = _documents(11, 80, 8)
     where = {tuple(s): (d, i) for d, doc in enumerate(documents) for i, s in enumerate(doc)}
     with_successor = sum(len(doc) - 1 for doc in documents)
-    got, err = _call(sentence_pairs, documents, 0)
+    got, err = call_safely(sentence_pairs, documents, 0)
     if err:
         return fail(f"sentence_pairs(documents, seed=0) raised {err}")
     try:
@@ -131,14 +131,14 @@ def check_sentence_pairs(sentence_pairs) -> bool:
         return fail(f"{len(used)} distinct sentences used as A, of {with_successor} with a successor",
                     "make a pair for every sentence that has a next one (a document's last sentence has none).")
     passed.append(f"{len(used)} of {with_successor} sentences with a successor are an A")
-    again, _ = _call(sentence_pairs, documents, 0)
-    other, _ = _call(sentence_pairs, documents, 1)
+    again, _ = call_safely(sentence_pairs, documents, 0)
+    other, _ = call_safely(sentence_pairs, documents, 1)
     if again != got:
         return fail("two calls with seed 0 gave different pairs", "draw from random.Random(seed), not the global state.")
     if other == got:
         return fail("seeds 0 and 1 gave the same pairs", "let the seed decide the coins and the NotNext sentences.")
     passed.append("the same pairs for the same seed, others for another")
-    return _report("check_sentence_pairs", [], passed)
+    return report_checks("check_sentence_pairs", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,11 +151,11 @@ def check_batch_plan(batch_plan) -> bool:
     the steps that read at least `tokens` tokens in batches of batch x seq_len, and the learning
     rate scaled with the square root of batch / base_batch."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_batch_plan", passed)
+    fail = functools.partial(fail_check, "check_batch_plan", passed)
     for tokens, seq_len, batches, base_batch, base_lr in ((1_228_800, 32, (16, 64, 256, 1024), 64, 2e-3),
                                                           (10**6, 128, (8, 100, 2048), 256, 1e-4)):
         case = f"{tokens:,} tokens of {seq_len}-token sequences, batches {batches}"
-        got, err = _call(batch_plan, tokens, seq_len, batches, base_batch, base_lr)
+        got, err = call_safely(batch_plan, tokens, seq_len, batches, base_batch, base_lr)
         if err:
             return fail(f"{case}: batch_plan raised {err}")
         if not isinstance(got, dict) or sorted(got) != sorted(batches):
@@ -177,4 +177,4 @@ def check_batch_plan(batch_plan) -> bool:
                         if math.isclose(got_lr, linear, rel_tol=1e-6) else "lr = base_lr x sqrt(batch / base_batch).")
                 return fail(f"{case}: batch {b} gets lr {got_lr:.3g}, expected {lr:.3g}", hint)
         passed.append(case)
-    return _report("check_batch_plan", [], passed)
+    return report_checks("check_batch_plan", [], passed)

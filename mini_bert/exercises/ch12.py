@@ -7,7 +7,7 @@ import functools
 import torch
 
 from ..config import BertConfig
-from ._common import _call, _close, _fail, _keeps_random_state, _report
+from .common import call_safely, all_close, fail_check, keeps_random_state, report_checks
 
 # --------------------------------------------------------------------------------------------
 # Exercise 1: the compute of one encoder layer
@@ -27,13 +27,13 @@ def check_layer_flops(layer_flops) -> bool:
     from ..sharing import forward_flops
 
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_layer_flops", passed)
+    fail = functools.partial(fail_check, "check_layer_flops", passed)
     for overrides, n in _FLOP_CASES:
         cfg = BertConfig.from_preset("tiny", vocab_size=1000, **overrides)
         H, I = cfg.hidden_size, cfg.intermediate_size
         want = forward_flops(cfg, n)["encoder"] // cfg.num_hidden_layers
         case = f"H={H}, I={I}, {n} tokens, sharing={cfg.sharing!r}"
-        got, err = _call(layer_flops, cfg, n)
+        got, err = call_safely(layer_flops, cfg, n)
         if err:
             return fail(f"{case}: layer_flops raised {err}", "it takes a BertConfig and a sequence length.")
         if got == want:
@@ -54,7 +54,7 @@ def check_layer_flops(layer_flops) -> bool:
         else:
             hint = "per token: 8H^2 (four projections) + 4nH (scores and weighted sum) + 4HI (feed-forward)."
         return fail(f"{case}: got {got!r}, expected {want:,}", hint)
-    return _report("check_layer_flops", [], passed)
+    return report_checks("check_layer_flops", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ def _reference_share(model, mode: str):
     return model
 
 
-@_keeps_random_state
+@keeps_random_state
 def check_share_layers(share_layers) -> bool:
     """Check share_layers(model, mode): make every layer of a BertModel use its first layer's
     attention block (mode "attention"), feed-forward block ("ffn") or both ("all"), in place, so
@@ -81,7 +81,7 @@ def check_share_layers(share_layers) -> bool:
     from ..params import count_parameters, formula_parameters
 
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_share_layers", passed)
+    fail = functools.partial(fail_check, "check_share_layers", passed)
     cfg = BertConfig(vocab_size=50, hidden_size=24, num_hidden_layers=3, num_attention_heads=2,
                      intermediate_size=40, max_position_embeddings=16, hidden_dropout_prob=0.0,
                      attention_probs_dropout_prob=0.0)
@@ -90,7 +90,7 @@ def check_share_layers(share_layers) -> bool:
     ids = torch.randint(1, 50, (2, 7))
     for mode in ("attention", "ffn", "all"):
         model, reference = copy.deepcopy(original), _reference_share(copy.deepcopy(original), mode)
-        _, err = _call(share_layers, model, mode)
+        _, err = call_safely(share_layers, model, mode)
         if err:
             return fail(f"mode {mode!r}: share_layers raised {err}", "it takes a BertModel and a mode.")
         want = formula_parameters(cfg.replace(sharing=mode))["total"]
@@ -109,12 +109,12 @@ def check_share_layers(share_layers) -> bool:
             return fail(f"mode {mode!r}: the model has {got:,} parameters, expected {want:,}", hint)
         with torch.no_grad():
             out, expected = model(ids).last_hidden_state, reference(ids).last_hidden_state
-        if not _close(out, expected, atol=1e-6):
+        if not all_close(out, expected, atol=1e-6):
             return fail(f"mode {mode!r}: the outputs differ from the first layer's blocks used in every layer",
                         "share the FIRST layer's blocks (layers[0]), the ones every layer should then run.")
         passed.append(f"mode {mode!r}: {got:,} parameters, every layer runs layer 0's "
                       f"{'blocks' if mode == 'all' else mode + ' block'}")
-    return _report("check_share_layers", [], passed)
+    return report_checks("check_share_layers", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -140,12 +140,12 @@ def check_widest_shared(widest_shared) -> bool:
     64, I = 4H), of an ALBERT (V = 30,000, E = 128, every layer shared) with `layers` layers whose
     parameters, pooler included, are at most `budget`."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_widest_shared", passed)
+    fail = functools.partial(fail_check, "check_widest_shared", passed)
     for budget, layers, name in ((109_482_240, 12, "BERT-base's"), (335_141_888, 24, "BERT-large's"),
                                  (12_000_000, 12, "12M")):
         want = _widest(budget, layers)
         case = f"{name} budget ({budget:,}), {layers} layers"
-        got, err = _call(widest_shared, budget, layers)
+        got, err = call_safely(widest_shared, budget, layers)
         if err:
             return fail(f"{case}: widest_shared raised {err}", "it takes a parameter budget and a layer count.")
         if got == want:
@@ -160,4 +160,4 @@ def check_widest_shared(widest_shared) -> bool:
         else:
             hint = "try H = 64, 128, ... and keep the last one whose formula_parameters total fits."
         return fail(f"{case}: got {got!r}, expected {want:,}", hint)
-    return _report("check_widest_shared", [], passed)
+    return report_checks("check_widest_shared", [], passed)

@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._common import _call, _close, _fail, _generator, _report, _shape
+from .common import call_safely, all_close, fail_check, seeded_generator, report_checks, shape_of
 
 # --------------------------------------------------------------------------------------------
 # Exercise 1: the pretraining loss of MLM plus a sentence task
@@ -26,8 +26,8 @@ def check_pretraining_loss(pretraining_loss) -> bool:
     the mean cross-entropy over the labelled tokens, plus the mean sentence-task cross-entropy
     (nothing for it when sentence_labels is None: MLM only)."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_pretraining_loss", passed)
-    g = _generator(13)
+    fail = functools.partial(fail_check, "check_pretraining_loss", passed)
+    g = seeded_generator(13)
     for batch, length, vocab, with_sentence in ((2, 6, 11, True), (4, 9, 17, True), (3, 5, 7, False)):
         mlm_logits = torch.randn(batch, length, vocab, generator=g)
         mlm_labels = torch.randint(0, vocab, (batch, length), generator=g)
@@ -38,13 +38,13 @@ def check_pretraining_loss(pretraining_loss) -> bool:
         case = f"batch {batch}, {length} tokens, {int((mlm_labels != -100).sum())} targets" + (
             ", with a sentence task" if with_sentence else ", MLM only (sentence_labels=None)")
         want = _reference_loss(mlm_logits, mlm_labels, sentence_logits, sentence_labels)
-        got, err = _call(pretraining_loss, mlm_logits, mlm_labels, sentence_logits, sentence_labels)
+        got, err = call_safely(pretraining_loss, mlm_logits, mlm_labels, sentence_logits, sentence_labels)
         if err:
             return fail(f"{case}: pretraining_loss raised {err}",
                         "sentence_labels may be None: then there is no sentence loss.")
         if not isinstance(got, torch.Tensor) or got.numel() != 1:
-            return fail(f"{case}: returned {_shape(got)}", "return one number: a scalar tensor.")
-        if _close(got.reshape(()), want, atol=1e-5):
+            return fail(f"{case}: returned {shape_of(got)}", "return one number: a scalar tensor.")
+        if all_close(got.reshape(()), want, atol=1e-5):
             passed.append(f"{case}: {float(got):.4f}")
             continue
         every_position = F.cross_entropy(mlm_logits.flatten(0, 1), mlm_labels.clamp_min(0).flatten())
@@ -58,7 +58,7 @@ def check_pretraining_loss(pretraining_loss) -> bool:
         else:
             hint = "each loss is a MEAN over its own targets (masked tokens; sentence pairs), then the two are added."
         return fail(f"{case}: got {float(got):.4f}, expected {float(want):.4f}", hint)
-    return _report("check_pretraining_loss", [], passed)
+    return report_checks("check_pretraining_loss", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -85,13 +85,13 @@ def _pair_batch():
 def check_segment_masks(segment_masks) -> bool:
     """Check segment_masks(batch) -> (a_mask, b_mask): boolean (N, L) tensors, True at the tokens of
     segment A and of segment B; [CLS], both [SEP]s and padding belong to neither."""
-    from ..ablations import _segments
+    from ..ablations import segment_masks as book_segment_masks
 
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_segment_masks", passed)
+    fail = functools.partial(fail_check, "check_segment_masks", passed)
     batch = _pair_batch()
-    want_a, want_b = _segments(batch)
-    got, err = _call(segment_masks, {k: v.clone() for k, v in batch.items()})
+    want_a, want_b = book_segment_masks(batch)
+    got, err = call_safely(segment_masks, {k: v.clone() for k, v in batch.items()})
     if err:
         return fail(f"segment_masks raised {err}", "it takes a dict with input_ids, token_type_ids, attention_mask.")
     try:
@@ -100,7 +100,7 @@ def check_segment_masks(segment_masks) -> bool:
         return fail(f"returned {type(got).__name__}", "return a pair (a_mask, b_mask).")
     for name, g_mask, w_mask in (("a_mask", got_a, want_a), ("b_mask", got_b, want_b)):
         if not isinstance(g_mask, torch.Tensor) or g_mask.shape != w_mask.shape:
-            return fail(f"{name} is {_shape(g_mask)}, expected {tuple(w_mask.shape)}", "one flag per position.")
+            return fail(f"{name} is {shape_of(g_mask)}, expected {tuple(w_mask.shape)}", "one flag per position.")
         g_mask = g_mask.bool()
         if torch.equal(g_mask, w_mask):
             passed.append(f"{name}: {int(w_mask.sum())} positions over 3 pairs")
@@ -114,7 +114,7 @@ def check_segment_masks(segment_masks) -> bool:
         else:
             hint = "segment A is token type 0, segment B token type 1."
         return fail(f"{name}: got {g_mask.int().tolist()}, expected {w_mask.int().tolist()}", hint)
-    return _report("check_segment_masks", [], passed)
+    return report_checks("check_segment_masks", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def check_paired_interval(paired_interval) -> bool:
     from ..runs import paired_difference
 
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_paired_interval", passed)
+    fail = functools.partial(fail_check, "check_paired_interval", passed)
     cases = [
         ({0: 0.61, 1: 0.64, 2: 0.60}, {0: 0.55, 1: 0.60, 2: 0.52}, "3 seeds"),
         ({0: 0.30, 1: 0.33, 2: 0.29, 3: 0.35, 4: 0.31}, {0: 0.31, 1: 0.31, 2: 0.30, 3: 0.33, 4: 0.32}, "5 seeds"),
@@ -136,7 +136,7 @@ def check_paired_interval(paired_interval) -> bool:
     ]
     for arm, baseline, case in cases:
         want = paired_difference(arm, baseline)
-        got, err = _call(paired_interval, dict(arm), dict(baseline))
+        got, err = call_safely(paired_interval, dict(arm), dict(baseline))
         if err:
             return fail(f"{case}: paired_interval raised {err}", "it takes two dicts {seed: value}.")
         try:
@@ -166,7 +166,7 @@ def check_paired_interval(paired_interval) -> bool:
             hint = "half-width = t(0.975, n - 1) * std(differences) / sqrt(n)."
         return fail(f"{case}: got {mean:+.4f} [{low:+.4f}, {high:+.4f}], expected {want.mean:+.4f} "
                     f"[{want.ci_low:+.4f}, {want.ci_high:+.4f}]", hint)
-    return _report("check_paired_interval", [], passed)
+    return report_checks("check_paired_interval", [], passed)
 
 
 def _unpaired_half_width(arm: dict, baseline: dict, seeds: list) -> float:

@@ -11,7 +11,7 @@ from ..electra import ElectraForPreTraining, sample_replacements
 from ..masking import MaskingConfig, SpecialTokens, mask_tokens
 from ..modernbert import rotary_cos_sin, rotary_frequencies, rotate
 from ..xlnet import content_mask, factorisation_rank, query_mask, sample_order
-from ._common import _call, _close, _fail, _generator, _keeps_random_state, _report, _shape
+from .common import call_safely, all_close, fail_check, seeded_generator, keeps_random_state, report_checks, shape_of
 
 # --------------------------------------------------------------------------------------------
 # Exercise 1: XLNet's two masks
@@ -21,7 +21,7 @@ from ._common import _call, _close, _fail, _generator, _keeps_random_state, _rep
 def _orders() -> list[tuple[str, torch.Tensor]]:
     """The factorisation orders the checker tries. The identity and the reversed order are their own
     inverses (rank = order), so only the random ones tell a rank from a position."""
-    g = _generator(14)
+    g = seeded_generator(14)
     return [("an order of length 1", torch.tensor([0])), ("the identity order of 5", torch.arange(5)),
             ("the reversed order of 5", torch.arange(5).flip(0))] + [
         (f"a random order of {L}", sample_order(L, g)) for L in (6, 9, 12)]
@@ -30,7 +30,7 @@ def _orders() -> list[tuple[str, torch.Tensor]]:
 def _mask_problem(name: str, got, L: int) -> tuple[str, str] | None:
     """(what, hint) when the form of one returned mask is wrong, else None."""
     if not isinstance(got, torch.Tensor) or got.shape != (L, L):
-        return f"{name} is {_shape(got)}, expected ({L}, {L})", "one row per position i, one column per position j."
+        return f"{name} is {shape_of(got)}, expected ({L}, {L})", "one row per position i, one column per position j."
     if got.dtype != torch.bool:
         return (f"{name} is a {got.dtype} tensor",
                 "return bool masks (True = may attend), as a comparison such as rank[None, :] <= rank[:, None] gives.")
@@ -42,11 +42,11 @@ def check_permutation_masks(permutation_masks) -> bool:
     factorisation order `order` (order[t] = the position predicted at step t). content[i, j]: j comes
     at or before i in the order; query[i, j]: j comes strictly before i."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_permutation_masks", passed)
+    fail = functools.partial(fail_check, "check_permutation_masks", passed)
     for case, order in _orders():
         L = len(order)
         want = content_mask(order), query_mask(order)
-        got, err = _call(permutation_masks, order.clone())
+        got, err = call_safely(permutation_masks, order.clone())
         if err:
             return fail(f"{case}, {order.tolist()}: permutation_masks raised {err}",
                         "it takes a 1-D tensor of positions, a permutation of 0..L-1.")
@@ -81,7 +81,7 @@ def check_permutation_masks(permutation_masks) -> bool:
         else:
             hint = "content[i, j] = j comes at or before i in the order; query[i, j] = j comes strictly before i."
         return fail(f"{case}, {order.tolist()}: {name} differs from XLNet's", hint)
-    return _report("check_permutation_masks", [], passed)
+    return report_checks("check_permutation_masks", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,7 +94,7 @@ def _sampled_case() -> tuple[str, dict, torch.Tensor, torch.Tensor, torch.Tensor
     Eleven ids, so that some samples fall on the original token."""
     vocab = 11
     special = SpecialTokens(cls=1, sep=2, mask=3, pad=0, vocab_size=vocab)
-    g = _generator(14)
+    g = seeded_generator(14)
     lengths, L = (16, 13, 9, 16), 16
     rows = [[special.cls] + torch.randint(4, vocab, (n - 2,), generator=g).tolist() + [special.sep] + [0] * (L - n)
             for n in lengths]
@@ -148,7 +148,7 @@ def _first_difference(got: torch.Tensor, want: torch.Tensor, input_ids: torch.Te
             f"{input_ids[b, i].item()}, sample {corrupted[b, i].item()})")
 
 
-@_keeps_random_state
+@keeps_random_state
 def check_replaced_labels(replaced_labels) -> bool:
     """Check replaced_labels(input_ids, mlm_labels, samples) -> (corrupted, replaced): ELECTRA's
     discriminator input, the original text with samples[k] at the k-th masked position (mlm_labels
@@ -156,12 +156,12 @@ def check_replaced_labels(replaced_labels) -> bool:
     original. input_ids hold [MASK] / random / kept tokens at the masked positions; mlm_labels hold
     the originals there."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_replaced_labels", passed)
+    fail = functools.partial(fail_check, "check_replaced_labels", passed)
     sampled, batch, samples, corrupted, replaced = _sampled_case()
     cases = [(sampled, batch["input_ids"], batch["mlm_labels"], samples, corrupted, replaced), *_hand_made_cases()]
     for case, input_ids, labels, samples, want_corrupted, want_replaced in cases:
         inputs = input_ids.clone(), labels.clone(), samples.clone()
-        got, err = _call(replaced_labels, *inputs)
+        got, err = call_safely(replaced_labels, *inputs)
         if err:
             return fail(f"{case}: replaced_labels raised {err}",
                         "it takes input_ids (B, L), mlm_labels (B, L) and samples (N,), one per masked position.")
@@ -170,7 +170,7 @@ def check_replaced_labels(replaced_labels) -> bool:
         got_corrupted, got_replaced = got
         for name, tensor in (("corrupted", got_corrupted), ("replaced", got_replaced)):
             if not isinstance(tensor, torch.Tensor) or tensor.shape != input_ids.shape:
-                return fail(f"{case}: {name} is {_shape(tensor)}, expected {tuple(input_ids.shape)}",
+                return fail(f"{case}: {name} is {shape_of(tensor)}, expected {tuple(input_ids.shape)}",
                             "one entry per position of the batch, padding included.")
         if got_replaced.dtype != torch.bool:
             return fail(f"{case}: replaced is a {got_replaced.dtype} tensor",
@@ -203,7 +203,7 @@ def check_replaced_labels(replaced_labels) -> bool:
             where = _first_difference(got_replaced, want_replaced, input_ids, labels, want_corrupted)
             return fail(f"{case}: replaced {where}", hint)
         passed.append(case)
-    return _report("check_replaced_labels", [], passed)
+    return report_checks("check_replaced_labels", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -238,7 +238,7 @@ def check_log_buckets(log_buckets) -> bool:
     with the sign of d. Compared with mini_bert.deberta.log_bucket_position for every distance below
     max_position, exactly, except on a bucket boundary (see BOUNDARY), where either bucket is accepted."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_log_buckets", passed)
+    fail = functools.partial(fail_check, "check_log_buckets", passed)
     clamp_hint = ("log(0) is -inf: clamp the distance to at least buckets // 2 before the logarithm (the near "
                   "distances keep their own bucket anyway), or choose between near and far with torch.where.")
     positions = torch.arange(16)
@@ -247,12 +247,12 @@ def check_log_buckets(log_buckets) -> bool:
     inputs.append((positions[:, None] - positions[None, :], 8, 16, "the (16, 16) distances i - j of a 16-token input"))
     for relative, buckets, max_position, case in inputs:
         want = log_bucket_position(relative, buckets, max_position)
-        got, err = _call(log_buckets, relative.clone(), buckets, max_position)
+        got, err = call_safely(log_buckets, relative.clone(), buckets, max_position)
         if err:
             hint = clamp_hint if "nan" in err.lower() else "it takes a tensor of signed distances and two integers."
             return fail(f"{case}: log_buckets raised {err}", hint)
         if not isinstance(got, torch.Tensor) or got.shape != relative.shape:
-            return fail(f"{case}: returned {_shape(got)}, expected {tuple(relative.shape)}",
+            return fail(f"{case}: returned {shape_of(got)}, expected {tuple(relative.shape)}",
                         "one bucket per distance, the shape of `relative`.")
         values = got.double()
         absurd = ~values.isfinite() | (values.abs() > 2 * max_position)
@@ -292,14 +292,14 @@ def check_log_buckets(log_buckets) -> bool:
                     f"|d| = max_position - 1 = {max_position - 1} lands in bucket 2m - 1 = {2 * mid - 1}.")
         return fail(f"{case}: bucket {first[1]:.0f} at distance {first[0]}, expected {first[2]} "
                     f"({int(wrong.sum())} distances wrong)", hint)
-    return _report("check_log_buckets", [], passed)
+    return report_checks("check_log_buckets", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
 # Exercise 4: ModernBERT's rotary embeddings
 # --------------------------------------------------------------------------------------------
 
-# With _close's rtol of 1e-4. Positions below 16 keep float32 angles exact enough for this: the natural
+# With all_close's rtol of 1e-4. Positions below 16 keep float32 angles exact enough for this: the natural
 # solutions (float32, float64, complex numbers) use at most a tenth of it; an angle of a few hundred
 # radians would move the result by ~1e-7 x the angle.
 ROTARY_ATOL = 1e-6
@@ -319,11 +319,11 @@ def _turned(x: torch.Tensor, positions: torch.Tensor, frequencies: torch.Tensor,
 
 def _rotated(rotary, x, positions, theta) -> tuple[torch.Tensor | None, str | None]:
     """The student's rotation of x, or what is wrong with it."""
-    got, err = _call(rotary, x.clone(), positions.clone(), theta)
+    got, err = call_safely(rotary, x.clone(), positions.clone(), theta)
     if err:
         return None, f"rotary raised {err}"
     if not isinstance(got, torch.Tensor) or got.shape != x.shape:
-        return None, f"returned {_shape(got)}, expected {tuple(x.shape)}: x turned, one row per position"
+        return None, f"returned {shape_of(got)}, expected {tuple(x.shape)}: x turned, one row per position"
     return got.double(), None
 
 
@@ -360,8 +360,8 @@ def check_rotary(rotary) -> bool:
     layout. Checks that it keeps lengths and makes q.k depend on the offset only, then that it equals
     mini_bert.modernbert's rotation within ROTARY_ATOL."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_rotary", passed)
-    g = _generator(14)
+    fail = functools.partial(fail_check, "check_rotary", passed)
+    g = seeded_generator(14)
     problem = _rotation_problem(rotary, g)
     if problem:
         return fail(*problem)
@@ -374,11 +374,11 @@ def check_rotary(rotary) -> bool:
         if problem:
             return fail(f"{case}: {problem}")
         want = rotate(x, *rotary_cos_sin(positions, D, theta))
-        if _close(got, want, atol=ROTARY_ATOL):
+        if all_close(got, want, atol=ROTARY_ATOL):
             passed.append(f"{case}: ModernBERT's rotation")
             continue
         frequencies = rotary_frequencies(D, theta).double()
-        like = functools.partial(_close, got, atol=1e-4)
+        like = functools.partial(all_close, got, atol=1e-4)
         if like(x):
             hint = "the result is x itself: turn each pair (x_i, x_{i+D/2}) by the angle position * theta^(-2i/D)."
         elif like(_turned(x, positions, frequencies, neighbours=True)):
@@ -397,4 +397,4 @@ def check_rotary(rotary) -> bool:
             hint = ("pair (a, b) = (x_i, x_{i+D/2}) becomes (a cos - b sin, b cos + a sin) with the angle "
                     "position * theta^(-2i/D), i = 0 .. D/2 - 1.")
         return fail(f"{case}: differs from ModernBERT's rotation by up to {float((got - want).abs().max()):.2g}", hint)
-    return _report("check_rotary", [], passed)
+    return report_checks("check_rotary", [], passed)

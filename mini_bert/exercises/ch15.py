@@ -8,7 +8,7 @@ import math
 import torch
 
 from ..electra import equal_compute_steps
-from ._common import _call, _fail, _generator, _keeps_random_state, _report
+from .common import call_safely, fail_check, seeded_generator, keeps_random_state, report_checks
 
 # --------------------------------------------------------------------------------------------
 # Exercise 1: the steps that cost what the baseline's cost
@@ -25,10 +25,10 @@ def check_equal_steps(equal_steps) -> bool:
     """Check equal_steps(baseline_steps, step_flops, baseline_step_flops) -> int: the most steps of a
     model whose step costs step_flops that cost no more than baseline_steps steps of baseline_step_flops."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_equal_steps", passed)
+    fail = functools.partial(fail_check, "check_equal_steps", passed)
     for steps, flops, base in STEP_CASES:
         want = equal_compute_steps(steps, flops, base)
-        got, err = _call(equal_steps, steps, flops, base)
+        got, err = call_safely(equal_steps, steps, flops, base)
         case = f"equal_steps({steps}, {flops:,}, {base:,})"
         if err:
             return fail(f"{case} raised {err}", "three numbers in, one whole number of steps out.")
@@ -46,7 +46,7 @@ def check_equal_steps(equal_steps) -> bool:
         else:
             hint = "the compute is steps x FLOPs per step: solve n x step_flops <= baseline_steps x baseline_step_flops."
         return fail(f"{case} returned {got}, expected {want}", hint)
-    return _report("check_equal_steps", [], passed)
+    return report_checks("check_equal_steps", [], passed)
 
 
 # --------------------------------------------------------------------------------------------
@@ -56,7 +56,7 @@ def check_equal_steps(equal_steps) -> bool:
 def _share_cases() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
     """(what, replaced (B, L) bool, attention_mask (B, L)): padding holds replaced=True on purpose in the
     padded case, so that counting it is caught."""
-    g = _generator(15)
+    g = seeded_generator(15)
     replaced = torch.rand(4, 12, generator=g) < 0.23
     mask = torch.ones(4, 12, dtype=torch.long)
     mask[1, 8:] = 0
@@ -77,15 +77,15 @@ def base_rate(replaced: torch.Tensor, attention_mask: torch.Tensor) -> float:
     return 0.0 if p in (0.0, 1.0) else -(p * math.log(p) + (1 - p) * math.log(1 - p))
 
 
-@_keeps_random_state
+@keeps_random_state
 def check_base_rate_loss(base_rate_loss) -> bool:
     """Check base_rate_loss(replaced, attention_mask) -> float: the mean binary cross-entropy (nats) over the
     real tokens of a discriminator that says p = the replaced share of the real tokens for every one."""
     passed: list[str] = []
-    fail = functools.partial(_fail, "check_base_rate_loss", passed)
+    fail = functools.partial(fail_check, "check_base_rate_loss", passed)
     for case, replaced, mask in _share_cases():
         want = base_rate(replaced, mask)
-        got, err = _call(base_rate_loss, replaced.clone(), mask.clone())
+        got, err = call_safely(base_rate_loss, replaced.clone(), mask.clone())
         if err:
             return fail(f"{case}: base_rate_loss raised {err}",
                         "p = the replaced share of the real tokens; with p = 0 nothing is uncertain: loss 0 "
@@ -106,4 +106,4 @@ def check_base_rate_loss(base_rate_loss) -> bool:
             hint = ("a constant prediction p scores -(p ln p + (1 - p) ln(1 - p)) per token, the entropy of the "
                     "share: no constant does better.")
         return fail(f"{case}: returned {got:.4f}, expected {want:.4f}", hint)
-    return _report("check_base_rate_loss", [], passed)
+    return report_checks("check_base_rate_loss", [], passed)

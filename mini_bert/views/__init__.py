@@ -19,7 +19,7 @@ One module per view, in book order (every public name is also here, `from mini_b
   make it interactive; mini_bert.runs.plot_grid on `choose_arms` is the static twin.
 - `figures`: the book's figure standard (width, fonts, labels in words, shared ranges):
   `use_book_style`, `subplots`, `metric_label`, `readable`, `share_range`, `figure_problems`.
-- `_common`: the shared helpers (the ipywidgets import, HTML escaping, a figure as PNG) and
+- `common`: the shared helpers (the ipywidgets import, HTML escaping, a figure as PNG) and
   `KernelFreeView`, what the kernel-free views return.
 
 Kernel-free views (`kernel_free_masking_explorer` in `masking`, `kernel_free_head_explorer` in
@@ -30,7 +30,7 @@ a network, identically in Jupyter, Colab and the rendered book.
 from __future__ import annotations
 
 from . import figures, grid, heads, masking
-from ._common import KernelFreeView
+from .common import KernelFreeView
 from .bertviz import BOOK_WIDTH, MODEL_VIEW_MIN_HEADS, bertviz_html
 from .figures import figure_problems, metric_label, readable, share_range, use_book_style
 from .grid import choose_arms, comparison_html, grid_chooser

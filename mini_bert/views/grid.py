@@ -16,7 +16,7 @@ import math
 from typing import Sequence
 
 from ..runs import GridResult, plot_grid
-from ._common import _escape, _figure_png, _widgets
+from .common import escape_html, figure_png, require_widgets
 
 
 def choose_arms(result: GridResult, arms: Sequence[str], baseline: str) -> GridResult:
@@ -49,15 +49,15 @@ def comparison_html(result: GridResult, metric: str) -> str:
         else:
             verdict = "larger than the seed noise" if d.detectable else "within the seed noise"
             versus = f"{d.mean:+.4f} [{d.ci_low:+.4f}, {d.ci_high:+.4f}], {verdict}"
-        rows.append(f"<tr><td>{_escape(arm)}</td><td>{stats.n}</td><td>{stats.mean:.4f} ± {stats.std:.4f}</td>"
-                    f"<td>{_escape(versus)}</td></tr>")
+        rows.append(f"<tr><td>{escape_html(arm)}</td><td>{stats.n}</td><td>{stats.mean:.4f} ± {stats.std:.4f}</td>"
+                    f"<td>{escape_html(versus)}</td></tr>")
     return ("<table><tr><th>arm</th><th>seeds</th><th>mean ± std</th>"
-            f"<th>minus {_escape(result.experiment.baseline)}, paired [95% interval]</th></tr>"
+            f"<th>minus {escape_html(result.experiment.baseline)}, paired [95% interval]</th></tr>"
             + "".join(rows) + "</table>")
 
 
 def _make_chooser_class():
-    w = _widgets()
+    w = require_widgets()
 
     class GridChooser(w.VBox):
         """Choose what to compare on a grid's log. Controls: `metric`, `baseline` (dropdowns) and
@@ -102,7 +102,7 @@ def _make_chooser_class():
             plot_grid(self.chosen, self.metric.value, ax=ax)
             fig.tight_layout()
             self.plot.outputs = ()
-            self.plot.append_display_data(Image(data=_figure_png(fig), format="png"))
+            self.plot.append_display_data(Image(data=figure_png(fig), format="png"))
             self.table.value = comparison_html(self.chosen, self.metric.value)
 
         def __repr__(self) -> str:  # short and deterministic (notebooks store it as text/plain)

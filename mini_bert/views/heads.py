@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from ..inspection import attention_maps, encode_sentence, head_summary
-from ._common import BLUES, KernelFreeView, _element_id, _escape, _figure_png, _kernel_free_html, _select, _slider, _widgets
+from .common import BLUES, KernelFreeView, new_element_id, escape_html, figure_png, kernel_free_html, select_html, slider_html, require_widgets
 from .figures import WIDTH
 
 # The statistics the explorer prints for the chosen head, with their labels.
@@ -63,9 +63,9 @@ def compute_head_view(model, tokenizer, text: str, layer: int, head: int, model_
 def head_stats_html(view: HeadView) -> str:
     """The head's entropy and where its mass goes, as a small HTML table."""
     s = view.stats
-    cells = "".join(f"<td style='padding:0 8px'>{_escape(label)}<br><b>{100 * s[k]:.1f}%</b></td>"
+    cells = "".join(f"<td style='padding:0 8px'>{escape_html(label)}<br><b>{100 * s[k]:.1f}%</b></td>"
                     for k, label in HEAD_STAT_LABELS.items())
-    return (f"<div><b>{_escape(view.model_name)}</b>, layer {view.layer}, head {view.head}: "
+    return (f"<div><b>{escape_html(view.model_name)}</b>, layer {view.layer}, head {view.head}: "
             f"entropy <b>{s['entropy']:.2f}</b> nats ({100 * s['entropy_normalized']:.0f}% of uniform over "
             f"{len(view.tokens)} tokens). Share of attention on:</div>"
             f"<table style='text-align:center'><tr>{cells}</tr></table>")
@@ -405,19 +405,19 @@ def kernel_free_head_explorer(models: dict, texts: list[str] | None = None, *, m
 
     labels = [(t if len(t) <= 70 else t[:67] + "...") for t in texts]
     body = (
-        f'<div style="margin-bottom:4px">{_select("model", names, mi, "model")}'
-        f'{_select("text", labels, text, "sentence")}</div>'
-        f'<div style="margin-bottom:4px">{_slider("layer", first["layers"], layer, "layer", str(layer))}'
-        f'{_slider("head", first["heads"], head, "head", str(head))}</div>'
+        f'<div style="margin-bottom:4px">{select_html("model", names, mi, "model")}'
+        f'{select_html("text", labels, text, "sentence")}</div>'
+        f'<div style="margin-bottom:4px">{slider_html("layer", first["layers"], layer, "layer", str(layer))}'
+        f'{slider_html("head", first["heads"], head, "head", str(head))}</div>'
         '<div data-mbv="stats" style="margin-bottom:4px"></div>'
         '<div data-mbv="drawing" style="display:flex;flex-wrap:wrap;align-items:flex-start;overflow-x:auto"></div>'
         f'<div style="margin-top:6px">Every head of the model on this sentence, coloured by '
-        f'{_select("stat", data["overview_labels"], list(OVERVIEW_STATS).index(stat), "", "colour the heads by")}'
+        f'{select_html("stat", data["overview_labels"], list(OVERVIEW_STATS).index(stat), "", "colour the heads by")}'
         '(in %; click a head to show it):</div>'
         '<div data-mbv="overview" style="overflow-x:auto"></div>'
     )
-    element_id = _element_id("heads")
-    html = _kernel_free_html("heads", element_id, body, data, _HEADS_JS)
+    element_id = new_element_id("heads")
+    html = kernel_free_html("heads", element_id, body, data, _HEADS_JS)
     shapes = ", ".join(f"{m['name']} {m['layers']}x{m['heads']}" for m in data["models"])
     summary = f"{len(names)} models ({shapes} layers x heads), {len(texts)} sentences"
     return KernelFreeView("head explorer", html, data, element_id, summary)
@@ -425,7 +425,7 @@ def kernel_free_head_explorer(models: dict, texts: list[str] | None = None, *, m
 
 def _make_explorer_class():
     """Define AttentionExplorer on first use (ipywidgets is imported lazily)."""
-    w = _widgets()
+    w = require_widgets()
 
     class AttentionExplorer(w.VBox):
         """The attention-head explorer of chapter 9: pick a model, type a sentence, slide layer and head.
@@ -519,7 +519,7 @@ def _make_explorer_class():
             # same in Jupyter, Colab, nbclient and plain Python, and is saved with the widget state.
             from IPython.display import Image
 
-            png = _figure_png(plot_head_view(self.view))
+            png = figure_png(plot_head_view(self.view))
             self.plot.outputs = ()
             self.plot.append_display_data(Image(data=png, format="png"))
 

@@ -29,7 +29,7 @@ from ..masking import (
     mask_tokens,
 )
 from ..tokenization import default_tokenizer
-from ._common import KernelFreeView, _element_id, _escape, _kernel_free_html, _select, _slider, _widgets
+from .common import KernelFreeView, new_element_id, escape_html, kernel_free_html, select_html, slider_html, require_widgets
 
 # One colour per category, the same in the widget and in the static figure. Light tones, so the
 # black token text stays readable; distinguishable with the common forms of colour blindness.
@@ -135,7 +135,7 @@ def masking_summary(result: MaskedText) -> str:
 def _legend_html() -> str:
     items = "".join(
         f'<span style="background:{MASKING_COLORS[k]};padding:1px 6px;margin-right:8px;'
-        f'border-radius:3px">{_escape(MASKING_LABELS[k])}</span>'
+        f'border-radius:3px">{escape_html(MASKING_LABELS[k])}</span>'
         for k in (MASKED, RANDOM, KEPT, UNTOUCHED)
     )
     return f'<div style="font-size:90%;margin:4px 0">{items}</div>'
@@ -157,12 +157,12 @@ def _token_boxes_html(result: MaskedText) -> str:
     for tok, shown, cat, special in zip(result.tokens, result.shown, result.categories, result.special):
         color = SPECIAL_COLOR if special else MASKING_COLORS[cat]
         border = "1px dashed #999" if special else "1px solid #ccc"
-        below = _escape(tok) if cat != UNTOUCHED else "&nbsp;"
+        below = escape_html(tok) if cat != UNTOUCHED else "&nbsp;"
         title = f"{CATEGORY_NAMES[cat]}: {tok}" + ("" if shown == tok else f" -> {shown}")
         boxes.append(
-            f'<span title="{_escape(title)}" style="display:inline-block;text-align:center;'
+            f'<span title="{escape_html(title)}" style="display:inline-block;text-align:center;'
             f'background:{color};border:{border};border-radius:4px;padding:1px 4px;margin:2px 1px;'
-            f'font-family:monospace;line-height:1.2">{_escape(shown)}'
+            f'font-family:monospace;line-height:1.2">{escape_html(shown)}'
             f'<br><span style="font-size:75%;color:#333">{below}</span></span>'
         )
     return "".join(boxes)
@@ -170,7 +170,7 @@ def _token_boxes_html(result: MaskedText) -> str:
 
 def _summary_html(result: MaskedText) -> str:
     note = f' <span style="color:#a00">(text cut to the first {MAX_TOKENS} tokens)</span>' if result.truncated else ""
-    return f"<b>{_escape(masking_summary(result))}</b>{note}"
+    return f"<b>{escape_html(masking_summary(result))}</b>{note}"
 
 
 def plot_masked_tokens(result: MaskedText, ax=None, width: int = 80, title: str | None = None,
@@ -414,20 +414,20 @@ def kernel_free_masking_explorer(tokenizer=None, texts: list[str] | None = None,
                         seed=data["seeds"][start["seed"]])
     labels = [(t if len(t) <= 70 else t[:67] + "...") for t in (s["text"] for s in data["sentences"])]
     controls = (
-        f'<div style="margin-bottom:4px">{_select("sentence", labels, start["sentence"], "sentence")}</div>'
+        f'<div style="margin-bottom:4px">{select_html("sentence", labels, start["sentence"], "sentence")}</div>'
         '<div style="margin-bottom:4px">'
-        + _slider("ratio", len(data["ratios"]), start["ratio"], "mask ratio", f'{data["ratios"][start["ratio"]]:.2f}')
-        + _select("split", data["split_labels"], start["split"], "[MASK] / random / kept %")
+        + slider_html("ratio", len(data["ratios"]), start["ratio"], "mask ratio", f'{data["ratios"][start["ratio"]]:.2f}')
+        + select_html("split", data["split_labels"], start["split"], "[MASK] / random / kept %")
         + "</div><div>"
-        + _select("mode", data["mode_labels"], start["mode"], "masking unit")
-        + _slider("seed", len(data["seeds"]), start["seed"], "seed", str(data["seeds"][start["seed"]]))
+        + select_html("mode", data["mode_labels"], start["mode"], "masking unit")
+        + slider_html("seed", len(data["seeds"]), start["seed"], "seed", str(data["seeds"][start["seed"]]))
         + "</div>"
     )
     body = (f"{controls}{_legend_html()}"
             f'<div data-mbv="tokens" style="line-height:2.4">{_token_boxes_html(initial)}</div>'
             f'<div data-mbv="summary" style="margin-top:4px">{_summary_html(initial)}</div>')
-    element_id = _element_id("masking")
-    html = _kernel_free_html("masking", element_id, body, data, _MASKING_JS)
+    element_id = new_element_id("masking")
+    html = kernel_free_html("masking", element_id, body, data, _MASKING_JS)
     n = len(data["sentences"]) * len(data["sentences"][0]["grid"])
     summary = (f"{len(data['sentences'])} sentences x {n // len(data['sentences'])} settings "
                f"({len(data['modes'])} units, {len(data['ratios'])} ratios, {len(data['splits'])} splits, "
@@ -452,7 +452,7 @@ def _rebalanced(changed: float, other_a: float, other_b: float) -> tuple[float, 
 
 def _make_masking_widget_class():
     """Define MaskingWidget on first use, so that importing mini_bert does not import ipywidgets."""
-    w = _widgets()
+    w = require_widgets()
 
     class MaskingWidget(w.VBox):
         """The masking panel of chapter 6: type a sentence, move the sliders, see the mask.

@@ -5,7 +5,7 @@ import html
 import io
 
 
-def _widgets():
+def require_widgets():
     """ipywidgets, imported on first use (the rest of mini_bert works without it)."""
     try:
         import ipywidgets
@@ -14,11 +14,11 @@ def _widgets():
     return ipywidgets
 
 
-def _escape(text: str) -> str:
+def escape_html(text: str) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _figure_png(fig) -> bytes:
+def figure_png(fig) -> bytes:
     """A matplotlib figure as PNG bytes (closed afterwards), for an `Output` widget's display data."""
     import matplotlib.pyplot as plt
 
@@ -65,7 +65,7 @@ class KernelFreeView:
         return f"<{self.kind} (kernel-free): {self.summary}, {self.nbytes:,} bytes>"
 
 
-def _element_id(kind: str) -> str:
+def new_element_id(kind: str) -> str:
     """A page-unique element id: the kind and a random UUID (masked by nbval's `uuid` sanitizer)."""
     import uuid
 
@@ -80,21 +80,21 @@ def _script_json(value) -> str:
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def _select(name: str, labels, selected: int, label: str, aria: str | None = None) -> str:
+def select_html(name: str, labels, selected: int, label: str, aria: str | None = None) -> str:
     """A labelled <select> of a kernel-free view (data-mbv=name), option values 0, 1, ...
     aria: the name a screen reader announces, for a select whose visible label is empty."""
-    options = "".join(f'<option value="{i}"{" selected" if i == selected else ""}>{_escape(text)}</option>'
+    options = "".join(f'<option value="{i}"{" selected" if i == selected else ""}>{escape_html(text)}</option>'
                       for i, text in enumerate(labels))
-    named = f' aria-label="{_escape(aria)}"' if aria else ""
-    return (f'<label style="margin-right:12px;white-space:nowrap">{_escape(label)} '
+    named = f' aria-label="{escape_html(aria)}"' if aria else ""
+    return (f'<label style="margin-right:12px;white-space:nowrap">{escape_html(label)} '
             f'<select data-mbv="{name}"{named} style="max-width:100%">{options}</select></label>')
 
 
-def _slider(name: str, count: int, selected: int, label: str, readout: str) -> str:
+def slider_html(name: str, count: int, selected: int, label: str, readout: str) -> str:
     """A labelled range slider over 0..count-1 (data-mbv=name) and its readout (data-mbv=name-readout)."""
-    return (f'<label style="margin-right:12px;white-space:nowrap">{_escape(label)} '
+    return (f'<label style="margin-right:12px;white-space:nowrap">{escape_html(label)} '
             f'<input type="range" data-mbv="{name}" min="0" max="{count - 1}" step="1" value="{selected}" '
-            f'style="vertical-align:middle;width:110px"> <b data-mbv="{name}-readout">{_escape(readout)}</b></label>')
+            f'style="vertical-align:middle;width:110px"> <b data-mbv="{name}-readout">{escape_html(readout)}</b></label>')
 
 
 # The view's code runs in init(root) once its root element is in the document: at once where the
@@ -125,7 +125,7 @@ else find(100);
 """
 
 
-def _kernel_free_html(kind: str, element_id: str, body: str, data, script: str, width: str = "100%") -> str:
+def kernel_free_html(kind: str, element_id: str, body: str, data, script: str, width: str = "100%") -> str:
     """Wrap a view: the root <div>, its static markup `body`, and the script with the data inlined.
 
     `script` is the body of init(root), which runs once per view with ID (the root's id), D (the
