@@ -1,7 +1,7 @@
 """How long does one epoch of pretraining examples take to build? (Budget: 20 s on a 2-core CPU.)
 
 Tokenizes the training split once (not part of the budget: the chapters tokenize once and
-rebuild examples every epoch), then times every input format of mini_bert.examples and the MLM
+rebuild examples every epoch), then times every input format of mini_bert.build.examples and the MLM
 masking of one epoch through PretrainingDataset + Collator.
 
     python benchmarks/build_examples_speed.py [--max-tokens 128] [--repeats 3] [--threads 1] [--smoke]
@@ -15,15 +15,15 @@ import time
 
 import torch
 
-from mini_bert.data import load_corpus
-from mini_bert.masking import MaskingConfig, SpecialTokens, continuation_table
-from mini_bert.examples import FORMATS, Collator, PretrainingDataset, build_examples, tokenize_documents
+from mini_bert.build.data import load_corpus
+from mini_bert.build.masking import MaskingConfig, SpecialTokens, continuation_table
+from mini_bert.build.examples import FORMATS, Collator, PretrainingDataset, build_examples, tokenize_documents
 
 BUDGET_S = 20.0
 
 
 class WhitespaceIds:
-    """Stand-in tokenizer if mini_bert.tokenization is unavailable: one id per word."""
+    """Stand-in tokenizer if mini_bert.build.tokenization is unavailable: one id per word."""
 
     def __init__(self, vocab_size=8192):
         self.vocab_size, self.pad_id, self.unk_id, self.cls_id, self.sep_id, self.mask_id = vocab_size, 0, 1, 2, 3, 4
@@ -34,7 +34,7 @@ class WhitespaceIds:
 
 def get_tokenizer():
     try:
-        from mini_bert.tokenization import default_tokenizer
+        from mini_bert.build.tokenization import default_tokenizer
     except ImportError:
         return WhitespaceIds(), "whitespace stand-in"
     t = time.perf_counter()

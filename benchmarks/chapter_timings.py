@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                         "(default: a temporary folder, removed)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
-    from mini_bert.cache import atomic_write_text
+    from mini_bert.core.cache import atomic_write_text
 
     if args.page_only:
         atomic_write_text(PAGE, page(json.loads(RESULTS.read_text())))

@@ -7,7 +7,7 @@
 Chapter 10 times 20 training steps with bf16 autocast on and off. This script asks the question a
 practitioner has next: over a whole run, does the precision change the *result*, and what does it
 cost? Each seed fine-tunes the same encoder on the same training subset with the same head weights,
-batches and dropout masks in every mode (mini_bert.finetuning.finetune is seeded), so the modes
+batches and dropout masks in every mode (mini_bert.train.finetuning.finetune is seeded), so the modes
 differ only in the arithmetic. The modes of one seed run one after the other, so a machine that gets
 busier affects every mode of that seed alike. Reported per mode: training seconds (the whole
 `finetune` call, per-epoch validation included), test accuracy and macro-F1 on the same test
@@ -33,16 +33,16 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from mini_bert.cache import atomic_write_text  # noqa: E402
-from mini_bert.finetuning import FinetuneConfig, evaluate, finetune, load_encoder, load_task, make_head  # noqa: E402
-from mini_bert.runs import mean_std, paired_difference  # noqa: E402
+from mini_bert.core.cache import atomic_write_text  # noqa: E402
+from mini_bert.train.finetuning import FinetuneConfig, evaluate, finetune, load_encoder, load_task, make_head  # noqa: E402
+from mini_bert.train.runs import mean_std, paired_difference  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def one_run(init: str, amp: str, seed: int, labels: int, epochs: int, max_eval: int, lr: float,
             device: torch.device) -> dict:
-    # mini_bert.finetune_runs.run_finetune's steps, with the precision set: a run's settings have no
+    # mini_bert.train.finetune_runs.run_finetune's steps, with the precision set: a run's settings have no
     # "amp" (adding one would change the fine-tuning code version and stale every shipped log).
     encoder, tokenizer = load_encoder(init, seed=seed)
     task = load_task("topic", tokenizer, 64, labels=labels, seed=seed, max_eval=max_eval)

@@ -15,8 +15,8 @@ import os
 import tempfile
 import time
 
-from mini_bert import bpe, tokenization
-from mini_bert.data import load_corpus
+from mini_bert.build import bpe, tokenization
+from mini_bert.build.data import load_corpus
 
 
 def timed(label: str, fn, *args, **kwargs):

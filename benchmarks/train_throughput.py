@@ -37,7 +37,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from mini_bert import BertConfig, BertForPreTraining  # noqa: E402
-from mini_bert.masking import MaskingConfig, SpecialTokens, mask_tokens  # noqa: E402
+from mini_bert.build.masking import MaskingConfig, SpecialTokens, mask_tokens  # noqa: E402
 
 CONFIGS = {
     # name: (layers, hidden, heads)
@@ -91,7 +91,7 @@ def make_batch(cfg: BertConfig, B: int, T: int, seed: int = 0) -> dict:
 def build_pair(cfg: BertConfig, device: torch.device):
     from transformers import BertForPreTraining as HFBertForPreTraining
 
-    from mini_bert.hf import config_to_transformers
+    from mini_bert.build.hf import config_to_transformers
 
     torch.manual_seed(0)
     ours = BertForPreTraining(cfg).to(device).train()
@@ -182,7 +182,7 @@ def main(argv=None) -> None:
     if gpu and not torch.cuda.is_available():
         parser.error("--device cuda asked for, but CUDA is not available")
     if not gpu:
-        from mini_bert.loop import physical_cores
+        from mini_bert.train.loop import physical_cores
 
         torch.set_num_threads(args.threads or physical_cores())
     else:

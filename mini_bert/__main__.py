@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from . import __version__
-from .paths import reserved_name_note
+from .core.paths import reserved_name_note
 
 
 def whole_number(text: str, minimum: int) -> int:
@@ -51,7 +51,7 @@ def non_negative_int(text: str) -> int:
 
 def seed_number(text: str) -> int:
     """argparse type: a seed torch can take (a whole number from 0 to 2**63 - 1), refused before any data loads."""
-    from .recipe import MAX_SEED
+    from .train.recipe import MAX_SEED
 
     value = whole_number(text, 0)
     if value > MAX_SEED:
@@ -61,7 +61,7 @@ def seed_number(text: str) -> int:
 
 def device_name(text: str) -> str:
     """argparse type: a device torch knows (cpu, cuda, cuda:1, mps) that this machine has."""
-    from .runtime import pick_device
+    from .core.runtime import pick_device
 
     try:
         pick_device(text)
@@ -71,7 +71,7 @@ def device_name(text: str) -> str:
 
 
 def _recipe_from_args(args):
-    from .recipe import Recipe
+    from .train.recipe import Recipe
 
     model = dict(Recipe().model)
     for flag, key in (("hidden_size", "hidden_size"), ("layers", "num_hidden_layers"), ("heads", "num_attention_heads"),
@@ -99,10 +99,10 @@ def _by_input(ev: dict) -> str:
 def cmd_pretrain(args) -> int:
     import torch
 
-    from .data import load_corpus
-    from .loop import physical_cores
-    from .pretraining import pretrain
-    from .runs import score
+    from .build.data import load_corpus
+    from .train.loop import physical_cores
+    from .train.pretraining import pretrain
+    from .train.runs import score
 
     if "WORLD_SIZE" not in os.environ:
         torch.set_num_threads(args.threads or physical_cores())
@@ -133,7 +133,7 @@ def cmd_pretrain(args) -> int:
             print(f"checkpoint: {args.out}")
         print(f"held-out masked-token loss: {ev['loss']:.3f}; unigram baseline accuracy: {ev['unigram_accuracy']:.3f}")
         print(_by_input(ev))
-        # The common targets of mini_bert.runs: 32- and 128-token pieces of the held-out text. The
+        # The common targets of mini_bert.train.runs: 32- and 128-token pieces of the held-out text. The
         # recipe was chosen on the validation split; the test split is the number to report.
         scores = score(result.model, result.tokenizer, lengths=(32, 128), validation_documents=eval_docs,
                        test_documents=test_docs, unigram=result.unigram_token)
@@ -150,7 +150,7 @@ def cmd_pretrain(args) -> int:
 
 def _pretrain_interrupted(args, err: KeyboardInterrupt) -> str:
     """The line a Ctrl-C of `pretrain` ends with: what was saved, and the command that resumes."""
-    from .loop import Interrupted
+    from .train.loop import Interrupted
 
     if args.out is None:
         return "nothing was saved (no --out); pass --out FOLDER to keep the model, and to resume after a Ctrl-C"
@@ -177,26 +177,26 @@ def _resume_command(out: str) -> str:
 
 def load_model_for_mlm(name: str):
     """(model, tokenizer, recipe or None) for evaluate and fill-mask: a book model by name, or a checkpoint."""
-    from .recipe import Recipe
-    from .paths import resolve_model
+    from .train.recipe import Recipe
+    from .core.paths import resolve_model
 
     name = resolve_model(name)
     if name == "minilm":
         raise ValueError("minilm has no masked-language-model head (all-MiniLM-L6-v2 ships as a sentence encoder, "
                          "without it); use tiny-wiki, scratch or a checkpoint folder")
     if name == "tiny-wiki":
-        from .runs import pretrained
+        from .train.runs import pretrained
 
         run = pretrained("tiny-wiki", progress=False)
         return run.model, run.tokenizer, run.recipe
     if name == "scratch":  # the untrained control: what a score means before any pretraining
-        from .pretraining import build_model
-        from .tokenization import default_tokenizer
+        from .train.pretraining import build_model
+        from .build.tokenization import default_tokenizer
 
         recipe = Recipe()
         tokenizer = default_tokenizer(recipe.vocab_size)
         return build_model(recipe, tokenizer.vocab_size).eval(), tokenizer, recipe
-    from .checkpoint import load_checkpoint
+    from .train.checkpoint import load_checkpoint
 
     if not Path(name).exists():
         raise ValueError(f"no checkpoint at {name!r}: pass a folder written by pretrain --out, or a book model "
@@ -209,10 +209,10 @@ def load_model_for_mlm(name: str):
 
 
 def cmd_evaluate(args) -> int:
-    from .heldout import heldout_mlm
+    from .train.heldout import heldout_mlm
 
-    from .data import load_corpus
-    from .recipe import Recipe
+    from .build.data import load_corpus
+    from .train.recipe import Recipe
 
     model, tokenizer, recipe = load_model_for_mlm(args.checkpoint)
     recipe = recipe or Recipe(vocab_size=tokenizer.vocab_size)
@@ -226,7 +226,7 @@ def cmd_evaluate(args) -> int:
 
 
 def cmd_fill_mask(args) -> int:
-    from .evaluation import fill_mask
+    from .train.evaluation import fill_mask
 
     model, tokenizer, _ = load_model_for_mlm(args.checkpoint)
     for token, p in fill_mask(model, tokenizer, args.text, args.k):
@@ -242,15 +242,10 @@ def parse_seeds(text: str) -> int | list[int]:
         raise ValueError(f"--seeds takes a number of seeds or a comma-separated list of them, got {text!r}") from None
 
 
-def register_experiments() -> None:
-    """Import the modules that register Part III's experiments (chapters 11 to 13) with mini_bert.runs."""
-    from . import ablations, roberta, sharing  # noqa: F401
-
-
 def _log_destination(args, default_name: str, formats: tuple[str, ...], what: str) -> tuple[Path, int]:
     """The log a grid-like command writes (--results, else ./results/NAME), checked before any work;
     says which it is and how many runs it holds. Returns the path and that count."""
-    from .paths import check_log_destination, default_log
+    from .core.paths import check_log_destination, default_log
 
     path = Path(args.results) if args.results else default_log(default_name)
     runs = check_log_destination(path, formats, what)
@@ -279,9 +274,9 @@ def _trained_note(path: Path, before: int, after: int) -> None:
 
 def cmd_grid(args) -> int:
     """Train (or resume) an experiment's grid of arms x seeds; print one table per metric."""
-    from .runs import EXPERIMENTS, RESULTS_FORMAT, default_results_path, get_experiment, grid, load_grid
+    from .train.runs import EXPERIMENTS, RESULTS_FORMAT, default_results_path, get_experiment, grid, load_grid
 
-    register_experiments()
+    from . import experiments  # noqa: F401  (every experiment, registered)
     if args.list:
         for name, experiment in EXPERIMENTS.items():
             print(f"{name}: {experiment.description}")
@@ -325,10 +320,10 @@ def cmd_finetune(args) -> int:
 
     import torch
 
-    from .finetuning import FinetuneConfig, evaluate, finetune, load_encoder, load_task, majority_baseline, make_head
-    from .loop import autocast_context
-    from .paths import resolve_model
-    from .runtime import pick_device
+    from .train.finetuning import FinetuneConfig, evaluate, finetune, load_encoder, load_task, majority_baseline, make_head
+    from .train.loop import autocast_context
+    from .core.paths import resolve_model
+    from .core.runtime import pick_device
 
     torch.set_num_threads(args.threads or torch.get_num_threads())
     changes = {k: getattr(args, k) for k in ("lr", "epochs", "batch_size", "micro_batch_size", "max_length",
@@ -362,7 +357,7 @@ def cmd_finetune(args) -> int:
 
 def cmd_finetune_grid(args) -> int:
     """Run (or resume) a fine-tuning study's grid and print its table."""
-    from .finetune_runs import RESULTS_FORMAT, finetune_grid, get_study, load_finetune_grid, results_path
+    from .train.finetune_runs import RESULTS_FORMAT, finetune_grid, get_study, load_finetune_grid, results_path
 
     get_study(args.study)  # an unknown study is named before anything else
     if args.shipped:
@@ -387,11 +382,11 @@ def cmd_ablation_scores(args) -> int:
     """Score (or resume scoring) an ablation's runs and their untrained controls; print the tables."""
     import torch
 
-    from .ablations import SCORES_FORMAT, load_ablation, score_grid, scores_path
-    from .paths import default_log
-    from .runs import default_results_path, get_experiment
+    from .improve.ablations import SCORES_FORMAT, load_ablation, score_grid, scores_path
+    from .core.paths import default_log
+    from .train.runs import default_results_path, get_experiment
 
-    register_experiments()
+    from . import experiments  # noqa: F401  (every experiment, registered)
     get_experiment(args.name)  # an unknown experiment is named before anything else
     if args.shipped:
         result = load_ablation(args.name, args.scale)
@@ -589,7 +584,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_pretrained(args) -> int:
-    from . import runs
+    from .train import runs
 
     if args.ship:
         print(f"shipped: {runs.ship_pretrained(args.name)}")
@@ -647,8 +642,8 @@ def cmd_study(args) -> int:
     """Run (or resume) one of chapter 15's studies and print its tables."""
     import torch
 
-    from .equal_compute import get_study, load_study, study_grid, study_path
-    from .runs import RESULTS_FORMAT
+    from .beyond.equal_compute import get_study, load_study, study_grid, study_path
+    from .train.runs import RESULTS_FORMAT
 
     get_study(args.name)  # an unknown study is named before anything else
     if args.shipped:

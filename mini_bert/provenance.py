@@ -1,7 +1,7 @@
 """Provenance by behaviour: a shipped log is current when today's code reproduces its fingerprints.
 
 Every shipped log (mini_bert/results/*.json) carries, for each of its arms, a fingerprint
-(mini_bert.fingerprint) made by the same code path as the arm's full runs, on a short prefix:
+(mini_bert.train.fingerprint) made by the same code path as the arm's full runs, on a short prefix:
 pretraining grids by `runs.run_fingerprint`, ablation scores by `ablations.score_fingerprint`
 (chained: scored on the upstream run's own prefix model), fine-tuning studies by
 `finetune_runs.finetune_fingerprint` (chained to the book's pretrained model's prefix), chapter 15's
@@ -28,11 +28,14 @@ from typing import Sequence
 
 import torch
 
-from . import ablations, equal_compute, finetune_runs, roberta, sharing  # noqa: F401  (registers experiments)
-from .cache import atomic_write_text, sha256_file
-from .fingerprint import PREFIX, VERIFIED, Prefix, compare, fingerprinted_arms, verification_version
-from .finetune_runs import finetune_fingerprint
-from .runs import RESULTS_DIR, arm_recipe, get_experiment, grid_documents, run_fingerprint
+from . import experiments  # noqa: F401  (every experiment, registered)
+from .beyond import equal_compute
+from .core.cache import atomic_write_text, sha256_file
+from .improve import ablations
+from .train import finetune_runs
+from .train.finetune_runs import finetune_fingerprint
+from .train.fingerprint import PREFIX, VERIFIED, Prefix, compare, fingerprinted_arms, verification_version
+from .train.runs import RESULTS_DIR, arm_recipe, get_experiment, grid_documents, run_fingerprint
 
 GRID, SCORES, FINETUNE, STUDY = "grid", "scores", "finetune", "study"
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from mini_bert import BertConfig, BertForPreTraining
-from mini_bert.data import load_corpus
-from mini_bert.tokenization import default_tokenizer, train_wordpiece
+from mini_bert.build.data import load_corpus
+from mini_bert.build.tokenization import default_tokenizer, train_wordpiece
 
 torch.set_num_threads(1)
 
@@ -138,10 +138,11 @@ def assert_shipped_ablation_logs(name: str, min_seeds: int = 3) -> None:
     """Assert that the shipped grid and scores logs of experiment `name` (cpu scale) are current
     (by their fingerprints), hold every arm x seed (and the untrained control of every seed) one for one with
     at least `min_seeds` seeds, and name the commands that regenerate them."""
-    from mini_bert import ablations, runs
+    from mini_bert.improve import ablations
+    from mini_bert.train import runs
 
     result = ablations.load_ablation(name)  # refuses scores that are not one for one with the grid
-    # Both logs current (mini_bert.fingerprint.is_current: their fingerprints passed the recorded check).
+    # Both logs current (mini_bert.train.fingerprint.is_current: their fingerprints passed the recorded check).
     assert not result.stale, "check them: python -m mini_bert provenance (regenerate a log whose numbers moved)"
     scores = ablations.read_scores(ablations.scores_path(name, "cpu"))
     arms = runs.get_experiment(name).arms
@@ -163,9 +164,9 @@ def reproduce_logged_run(name: str, arm: str, folder, capsys) -> None:
     import math
     import shlex
 
-    from mini_bert import runs
+    from mini_bert.train import runs
     from mini_bert.__main__ import main
-    from mini_bert.ablations import read_scores, score_run, scores_path
+    from mini_bert.improve.ablations import read_scores, score_run, scores_path
 
     log = runs.read_results(runs.default_results_path(name, "cpu"))
     record = next(r for r in log["runs"] if r["arm"] == arm and r["seed"] == 0)
@@ -187,9 +188,9 @@ def reproduce_logged_run(name: str, arm: str, folder, capsys) -> None:
 
 
 def count_full_trainings(monkeypatch) -> list:
-    """Wrap mini_bert.runs.pretrain to record the calls that train a whole run (a fingerprint's
+    """Wrap mini_bert.train.runs.pretrain to record the calls that train a whole run (a fingerprint's
     prefix, a few steps with stop_at_step, is not counted): the returned list grows by one each."""
-    from mini_bert import runs
+    from mini_bert.train import runs
 
     calls, real = [], runs.pretrain
 

@@ -1,4 +1,4 @@
-"""Part III's ablations (mini_bert.ablations): the controls that cannot read, the probes, the
+"""Part III's ablations (mini_bert.improve.ablations): the controls that cannot read, the probes, the
 scores log beside a grid's log, bad input, and the shipped logs of chapter 13 (one run reproduced)."""
 from __future__ import annotations
 
@@ -7,17 +7,18 @@ import json
 import pytest
 import torch
 
-from mini_bert import ablations, runs
-from mini_bert.ablations import (SENTENCE_OBJECTIVES, UNTRAINED, bag_features, load_ablation, read_scores,
+from mini_bert.improve import ablations
+from mini_bert.train import runs
+from mini_bert.improve.ablations import (SENTENCE_OBJECTIVES, UNTRAINED, bag_features, load_ablation, read_scores,
                                  score_grid)
-from mini_bert.batches import recipe_batches
-from mini_bert.data import load_corpus
-from mini_bert.examples import Collator, Example, PretrainingDataset, build_examples, tokenize_documents
-from mini_bert.heldout import sentence_batch
-from mini_bert.masking import SpecialTokens
-from mini_bert.recipe import Recipe
-from mini_bert.runs import Experiment, arm_recipe, code_version
-from mini_bert.tokenization import default_tokenizer
+from mini_bert.train.batches import recipe_batches
+from mini_bert.build.data import load_corpus
+from mini_bert.build.examples import Collator, Example, PretrainingDataset, build_examples, tokenize_documents
+from mini_bert.train.heldout import sentence_batch
+from mini_bert.build.masking import SpecialTokens
+from mini_bert.train.recipe import Recipe
+from mini_bert.train.runs import Experiment, arm_recipe, code_version
+from mini_bert.build.tokenization import default_tokenizer
 
 from conftest import SMALL_VOCAB, assert_shipped_ablation_logs, reproduce_logged_run
 
@@ -285,7 +286,7 @@ def test_downstream_repeats_average_paired_fine_tuning_seeds(monkeypatch):
 
 
 def test_the_1000_label_regime_is_chapter_10s_own_settings():
-    from mini_bert.finetune_runs import get_study
+    from mini_bert.train.finetune_runs import get_study
 
     runs_ = ablations.DOWNSTREAM_1000.runs
     chosen = get_study("data-efficiency").arm_settings("cpu")

@@ -1,4 +1,4 @@
-"""mini_bert.span_task: the answer-span task (examples, encoding, head, scores, baselines, settings)."""
+"""mini_bert.train.span_task: the answer-span task (examples, encoding, head, scores, baselines, settings)."""
 from __future__ import annotations
 
 import pytest
@@ -6,11 +6,11 @@ import torch
 import torch.nn.functional as F
 
 from mini_bert import BertConfig, BertModel, seed_everything
-from mini_bert.data import split_of
-from mini_bert.finetune_runs import run_finetune, run_settings
-from mini_bert.finetuning import FinetuneConfig, load_task, make_head, task_loss
-from mini_bert.tasks import TaskData
-from mini_bert.span_task import (
+from mini_bert.build.data import split_of
+from mini_bert.train.finetune_runs import run_finetune, run_settings
+from mini_bert.train.finetuning import FinetuneConfig, load_task, make_head, task_loss
+from mini_bert.train.tasks import TaskData
+from mini_bert.train.span_task import (
     MAX_ANSWER_TOKENS,
     SpanSelector,
     article_examples,
@@ -27,8 +27,8 @@ from mini_bert.span_task import (
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from mini_bert.runs import PRETRAINED
-    from mini_bert.tokenization import default_tokenizer
+    from mini_bert.train.runs import PRETRAINED
+    from mini_bert.build.tokenization import default_tokenizer
 
     return default_tokenizer(PRETRAINED["tiny-wiki"].vocab_size)
 
@@ -181,7 +181,7 @@ def test_bad_settings_are_refused():
 
 
 def test_its_fingerprint_is_made_by_the_same_run_and_repeats():
-    from mini_bert.finetune_runs import finetune_fingerprint
+    from mini_bert.train.finetune_runs import finetune_fingerprint
 
     settings = {"task": "answer-span", "init": "scratch", "labels": 1000, "max_length": 128, "epochs": 4}
     first = finetune_fingerprint(settings, 0)

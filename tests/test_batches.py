@@ -1,15 +1,15 @@
-"""Batches (mini_bert.batches): a two-phase recipe tokenizes its documents once, and its batches are
+"""Batches (mini_bert.train.batches): a two-phase recipe tokenizes its documents once, and its batches are
 exactly those of phases built one by one from the documents."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from mini_bert import batches as batches_module
-from mini_bert.batches import GlobalBatches, PretrainingData, recipe_batches
-from mini_bert.data import load_corpus
-from mini_bert.recipe import Recipe
-from mini_bert.tokenization import train_wordpiece
+from mini_bert.train import batches as batches_module
+from mini_bert.train.batches import GlobalBatches, PretrainingData, recipe_batches
+from mini_bert.build.data import load_corpus
+from mini_bert.train.recipe import Recipe
+from mini_bert.build.tokenization import train_wordpiece
 
 
 @pytest.fixture(scope="module")

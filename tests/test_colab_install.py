@@ -112,9 +112,9 @@ from IPython.display import display
 from IPython.utils.capture import capture_output
 
 from mini_bert import BertConfig, BertForPreTraining, views
-from mini_bert.data import load_corpus
-from mini_bert.inspection import attention_maps, encode_sentence
-from mini_bert.tokenization import train_wordpiece
+from mini_bert.build.data import load_corpus
+from mini_bert.train.inspection import attention_maps, encode_sentence
+from mini_bert.build.tokenization import train_wordpiece
 
 InteractiveShell.instance()  # so that display() publishes mime bundles, as in a notebook
 ALLOWED = {"VBox", "HBox", "Textarea", "Text", "FloatSlider", "IntSlider", "Checkbox", "Dropdown", "HTML", "Output"}
@@ -180,8 +180,8 @@ lap("AttentionExplorer", start)
 
 # 3b. Part III: the arm chooser, on chapter 12's shipped grid (package data)
 start = time.perf_counter()
-import mini_bert.sharing  # registers chapter 12's experiment
-from mini_bert.ablations import load_ablation
+import mini_bert.improve.sharing  # registers chapter 12's experiment
+from mini_bert.improve.ablations import load_ablation
 
 chooser = views.grid_chooser(load_ablation("albert-parameters"), arms=["none", "all"],
                              metrics=["test.mlm@128.accuracy", "test.topic_full.accuracy"])

@@ -4,8 +4,8 @@ import importlib.util
 
 import pytest
 
-from mini_bert import data
-from mini_bert.data import (
+from mini_bert.build import data
+from mini_bert.build.data import (
     SPLITS,
     Document,
     classification_examples,

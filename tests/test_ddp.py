@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from mini_bert.__main__ import main
-from mini_bert.checkpoint import load_checkpoint
+from mini_bert.train.checkpoint import load_checkpoint
 
 ARGS = ["pretrain", "--max-docs", "150", "--vocab-size", "1000", "--hidden-size", "32", "--layers", "2",
         "--heads", "2", "--seq-len", "32", "--batch-size", "8", "--budget", "4", "--lr", "3e-3", "--no-progress"]

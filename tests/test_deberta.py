@@ -1,4 +1,4 @@
-"""mini_bert.deberta: DeBERTa-v2/v3 computes what transformers' DeBERTa-v2 computes, and the
+"""mini_bert.beyond.deberta: DeBERTa-v2/v3 computes what transformers' DeBERTa-v2 computes, and the
 enhanced mask decoder, which transformers lacks, behaves as the paper describes.
 
 Every transformers model here is small, randomly initialised (no downloads) and of awkward sizes;
@@ -15,8 +15,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach the netwo
 import pytest
 import torch
 
-from mini_bert.config import IGNORE_INDEX, BertConfig
-from mini_bert.deberta import (
+from mini_bert.build.config import IGNORE_INDEX, BertConfig
+from mini_bert.beyond.deberta import (
     DEBERTA_PRESETS,
     DebertaConfig,
     DebertaForMaskedLM,

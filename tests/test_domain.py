@@ -1,16 +1,16 @@
-"""mini_bert.domain: topics as domains, continued pretraining through the book's loop, tasks inside
+"""mini_bert.smaller.domain: topics as domains, continued pretraining through the book's loop, tasks inside
 and outside a domain, and the vocabulary measures."""
 import pytest
 import torch
 
-from mini_bert.data import UNCATEGORIZED, load_corpus
-from mini_bert.domain import (DOMAIN, continue_pretraining, continuation_recipe, domain_documents, pieces_per_word,
+from mini_bert.build.data import UNCATEGORIZED, load_corpus
+from mini_bert.smaller.domain import (DOMAIN, continue_pretraining, continuation_recipe, domain_documents, pieces_per_word,
                               text_documents, truecase_sentences, truecase_task, vocabulary_overlap)
-from mini_bert.tasks import truecase_examples
-from mini_bert.pretraining import build_model, pretrain
-from mini_bert.recipe import Recipe
-from mini_bert.runs import SMOKE_MODEL
-from mini_bert.tokenization import SPECIAL_TOKENS, WordPieceTokenizer, default_tokenizer
+from mini_bert.train.tasks import truecase_examples
+from mini_bert.train.pretraining import build_model, pretrain
+from mini_bert.train.recipe import Recipe
+from mini_bert.train.runs import SMOKE_MODEL
+from mini_bert.build.tokenization import SPECIAL_TOKENS, WordPieceTokenizer, default_tokenizer
 
 
 def test_a_domain_is_one_topics_articles_and_the_rest_is_every_other_topic():

@@ -1,4 +1,4 @@
-"""mini_bert.electra: ELECTRA's generator and discriminator, replaced-token detection through the engine's
+"""mini_bert.beyond.electra: ELECTRA's generator and discriminator, replaced-token detection through the engine's
 training loop, its learning signal and compute, and exact conversion to and from transformers' ELECTRA."""
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach the netwo
 import pytest
 import torch
 
-from mini_bert import electra
-from mini_bert.batches import GlobalBatches, PretrainingData
-from mini_bert.config import IGNORE_INDEX, BertConfig
-from mini_bert.electra import (ElectraDiscriminator, ElectraForPreTraining, ReplacedTokenDetection, electra_objectives,
+from mini_bert.beyond import electra
+from mini_bert.train.batches import GlobalBatches, PretrainingData
+from mini_bert.build.config import IGNORE_INDEX, BertConfig
+from mini_bert.beyond.electra import (ElectraDiscriminator, ElectraForPreTraining, ReplacedTokenDetection, electra_objectives,
                                generator_config)
-from mini_bert.loop import PretrainingNet, Processes, autocast_context, make_optimizer, train_step
-from mini_bert.model import BertForMaskedLM
-from mini_bert.recipe import Recipe
+from mini_bert.train.loop import PretrainingNet, Processes, autocast_context, make_optimizer, train_step
+from mini_bert.build.model import BertForMaskedLM
+from mini_bert.train.recipe import Recipe
 
 from conftest import PARITY_TOL, TINY, assert_same_state, assert_tied, randomize
 

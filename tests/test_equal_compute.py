@@ -1,4 +1,4 @@
-"""Chapter 15's studies (mini_bert.equal_compute): the loop with given objectives is loop.train's,
+"""Chapter 15's studies (mini_bert.beyond.equal_compute): the loop with given objectives is loop.train's,
 every family trains through it, the equal-compute budgets are what torch counts, the span probe and
 the BERT checkpoint behave, bad input is refused, and the shipped logs are complete, current and
 reproducible."""
@@ -9,19 +9,19 @@ import pytest
 import torch
 
 from conftest import TINY
-from mini_bert import equal_compute as ec
-from mini_bert.ablations import UNTRAINED
-from mini_bert.batches import PretrainingData, recipe_batches
-from mini_bert.cache import code_version
-from mini_bert.deberta import DebertaModel
-from mini_bert.electra import equal_compute_steps, step_flops
-from mini_bert.evaluation import evaluate_mlm
-from mini_bert.examples import tokenize_documents
-from mini_bert.finetuning import load_encoder
-from mini_bert.loop import train
-from mini_bert.pretraining import build_model
-from mini_bert.recipe import Recipe
-from mini_bert.runs import read_results
+from mini_bert.beyond import equal_compute as ec
+from mini_bert.improve.ablations import UNTRAINED
+from mini_bert.train.batches import PretrainingData, recipe_batches
+from mini_bert.core.cache import code_version
+from mini_bert.beyond.deberta import DebertaModel
+from mini_bert.beyond.electra import equal_compute_steps, step_flops
+from mini_bert.train.evaluation import evaluate_mlm
+from mini_bert.build.examples import tokenize_documents
+from mini_bert.train.finetuning import load_encoder
+from mini_bert.train.loop import train
+from mini_bert.train.pretraining import build_model
+from mini_bert.train.recipe import Recipe
+from mini_bert.train.runs import read_results
 
 SMALL = Recipe(vocab_size=300, model={**TINY, "initializer_range": 0.05}, batch_size=16, budget="8")
 
@@ -80,7 +80,7 @@ def test_the_successors_are_built_on_berts_sizes(tokenizer):
 def test_the_equal_compute_budgets_are_what_torch_counts(docs):
     """The steps hard-coded in the studies, recounted: the FLOPs of one step of each family on the
     base recipe's first batch (the tiny model over the book's 8,192-token vocabulary)."""
-    from mini_bert.tokenization import default_tokenizer
+    from mini_bert.build.tokenization import default_tokenizer
 
     tokenizer = default_tokenizer(8192)
     recipe = ec.ATTENTION_POSITIONS.base["cpu"]
@@ -134,7 +134,7 @@ def test_bad_input_is_refused_before_anything_trains(tmp_path, capsys):
 
 
 def test_a_study_log_resumes_and_refuses_other_behaviour(tmp_path, monkeypatch):
-    from mini_bert.fingerprint import fingerprint
+    from mini_bert.train.fingerprint import fingerprint
 
     calls, behaviour = [], {"loss": 1.0}
 
@@ -206,9 +206,9 @@ def test_a_logged_run_trains_again_to_its_logged_scores(cache):
 def test_the_3300_step_budgets_are_what_torch_counts():
     """ELECTRA with its paper's 15% masking and BERT with the book's 25%: the equal-FLOPs steps
     hard-coded in the 3,300-step studies, recounted on each recipe's first batch."""
-    from mini_bert.tokenization import default_tokenizer
+    from mini_bert.build.tokenization import default_tokenizer
 
-    from mini_bert.data import load_corpus
+    from mini_bert.build.data import load_corpus
 
     tokenizer, train = default_tokenizer(8192), load_corpus("train")  # the runs' own first batch
     base = ec.ATTENTION_POSITIONS_3300.base["cpu"]
@@ -248,8 +248,8 @@ def test_a_collapsed_discriminator_scores_the_constant_answer(tokenizer, docs):
     """rtd_scores: an untrained ELECTRA (its RTD head starts near 0 logits) sits at about the
     constant predictor's loss; the replaced rate is what the generator's samples make it; the
     caller's random state is left as it was."""
-    from mini_bert.examples import tokenize_documents
-    from mini_bert.recipe import Recipe
+    from mini_bert.build.examples import tokenize_documents
+    from mini_bert.train.recipe import Recipe
 
     recipe = Recipe(preset="tiny", vocab_size=tokenizer.vocab_size, mask_ratio=0.15)
     model, _ = ec.build_family("electra", recipe, tokenizer)

@@ -1,23 +1,23 @@
 """Evaluation: held-out MLM with the unigram baseline, sentence probes, fill-mask, embeddings.
-The data they receive is built here by hand or with mini_bert.heldout (tested in test_heldout.py)."""
+The data they receive is built here by hand or with mini_bert.train.heldout (tested in test_heldout.py)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from mini_bert import BertConfig, BertForMaskedLM
-from mini_bert.evaluation import (
+from mini_bert.train.evaluation import (
     contextual_embedding,
     evaluate_mlm,
     fill_mask,
     sentence_probe,
     train_logistic_probe,
 )
-from mini_bert.heldout import sentence_probe_batches
+from mini_bert.train.heldout import sentence_probe_batches
 from conftest import TINY
-from mini_bert.batches import PretrainingData
-from mini_bert.pretraining import pretrain
-from mini_bert.recipe import Recipe
+from mini_bert.train.batches import PretrainingData
+from mini_bert.train.pretraining import pretrain
+from mini_bert.train.recipe import Recipe
 
 
 
@@ -166,7 +166,7 @@ def test_fill_mask_refuses_a_k_that_would_print_nothing_or_crash(model, tokenize
 
 @pytest.mark.parametrize("max_docs", [0, -5])
 def test_a_grid_on_zero_or_negative_articles_is_refused(max_docs):
-    from mini_bert.runs import grid_documents
+    from mini_bert.train.runs import grid_documents
 
     with pytest.raises(ValueError, match="max_docs must be None .* or a whole number >= 1"):
         grid_documents(max_docs)

@@ -5,8 +5,8 @@ import random
 import pytest
 import torch
 
-from mini_bert.masking import IGNORE_INDEX, MaskingConfig, SpecialTokens, continuation_table
-from mini_bert.examples import (
+from mini_bert.build.masking import IGNORE_INDEX, MaskingConfig, SpecialTokens, continuation_table
+from mini_bert.build.examples import (
     FORMATS,
     Collator,
     Example,

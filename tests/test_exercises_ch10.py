@@ -2,7 +2,7 @@
 import torch
 
 from mini_bert.exercises import check_layer_rates, check_macro_f1, check_pool_windows
-from mini_bert.finetuning import FinetuneConfig, parameter_groups, scores, window_logits
+from mini_bert.train.finetuning import FinetuneConfig, parameter_groups, scores, window_logits
 
 
 # ---- exercise 1: layer-wise rates ------------------------------------------------------------
@@ -13,7 +13,7 @@ def layer_rates(num_layers, peak, decay):
 
 def test_layer_rates_agree_with_the_package_and_accept_right_answers(capsys):
     from mini_bert import BertConfig, BertModel
-    from mini_bert.finetuning import SequenceClassifier
+    from mini_bert.train.finetuning import SequenceClassifier
 
     encoder = BertModel(BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=3, num_attention_heads=2,
                                    intermediate_size=32, max_position_embeddings=32))
@@ -99,7 +99,7 @@ def test_pool_windows_accepts_right_answers_and_matches_the_package(capsys):
         def forward(self, ids, mask, types=None):
             return ids[:, :2].float()
 
-    from mini_bert.tasks import TaskData, Windows
+    from mini_bert.train.tasks import TaskData, Windows
 
     ids = torch.tensor([[1, 2], [3, 4], [5, 6]])
     windows = Windows(TaskData(ids, torch.ones_like(ids), torch.zeros_like(ids), torch.zeros(3, dtype=torch.long)),

@@ -1,7 +1,7 @@
 """Chapter 12's checkers accept a right answer and reject the usual wrong ones, with a hint."""
 from mini_bert import BertConfig
 from mini_bert.exercises import check_layer_flops, check_share_layers, check_widest_shared
-from mini_bert.params import formula_parameters
+from mini_bert.build.params import formula_parameters
 
 
 # ---- exercise 1: one layer's compute ---------------------------------------------------------

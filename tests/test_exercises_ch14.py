@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from mini_bert import xlnet
-from mini_bert.deberta import log_bucket_position
+from mini_bert.beyond import xlnet
+from mini_bert.beyond.deberta import log_bucket_position
 from mini_bert.exercises import check_log_buckets, check_permutation_masks, check_replaced_labels, check_rotary
 from mini_bert.exercises.ch14 import BOUNDARY, _orders, _sampled_case
 

@@ -1,15 +1,15 @@
-"""mini_bert.finetune_runs: fine-tuning studies, their logs, and one shipped run reproduced."""
+"""mini_bert.train.finetune_runs: fine-tuning studies, their logs, and one shipped run reproduced."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from mini_bert import finetune_runs
-from mini_bert.finetune_runs import (FINETUNE_CODE, STUDIES, Study, finetune_grid, load_finetune_grid, register_study,
+from mini_bert.train import finetune_runs
+from mini_bert.train.finetune_runs import (FINETUNE_CODE, STUDIES, Study, finetune_grid, load_finetune_grid, register_study,
                                      results_path)
-from mini_bert.finetune_runs import run_finetune, run_settings
-from mini_bert.cache import code_version
+from mini_bert.train.finetune_runs import run_finetune, run_settings
+from mini_bert.core.cache import code_version
 
 QUICK = {"init": "scratch", "task": "same-topic", "labels": 24, "max_length": 16, "max_eval": 16, "epochs": 1,
          "strategy": "frozen"}
@@ -105,9 +105,9 @@ def test_the_transformers_reference_trains_minilm_and_refuses_what_it_does_not_d
     record = run_finetune(settings, 0)
     assert record["train_examples"] == 16 and record["test_targets"] == 8 and record["best_epoch"] == 1
     assert 0 <= record["metrics"]["test.accuracy"] <= 1
-    from mini_bert.finetuning import FinetuneConfig, load_task
-    from mini_bert.finetune_runs import finetune_with_transformers
-    from mini_bert.tokenization import bert_base_uncased_tokenizer
+    from mini_bert.train.finetuning import FinetuneConfig, load_task
+    from mini_bert.train.finetune_runs import finetune_with_transformers
+    from mini_bert.build.tokenization import bert_base_uncased_tokenizer
 
     task = load_task("same-topic", bert_base_uncased_tokenizer(), 16, labels=16, max_eval=8)
     with pytest.raises(ValueError, match="fine-tunes in full, without accumulation or mixed precision"):

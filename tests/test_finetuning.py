@@ -1,15 +1,15 @@
-"""mini_bert.finetuning: heads, strategies, exact accumulation, the loop, the scores."""
+"""mini_bert.train.finetuning: heads, strategies, exact accumulation, the loop, the scores."""
 from __future__ import annotations
 
 import pytest
 import torch
 
 from mini_bert import BertConfig, BertModel, seed_everything
-from mini_bert.finetuning import (FinetuneConfig, SequenceClassifier, TokenClassifier, accumulation_loss,
+from mini_bert.train.finetuning import (FinetuneConfig, SequenceClassifier, TokenClassifier, accumulation_loss,
                                   encoder_layers, evaluate, finetune, linear_schedule, make_head, parameter_groups,
                                   scores, task_loss, unfreeze)
-from mini_bert.tasks import TaskData, encode_tagged, encode_texts
-from mini_bert.model import IGNORE_INDEX
+from mini_bert.train.tasks import TaskData, encode_tagged, encode_texts
+from mini_bert.build.model import IGNORE_INDEX
 
 V = 40
 
@@ -185,8 +185,8 @@ def test_bf16_autocast_on_the_cpu_trains():
 
 def test_the_heads_work_on_minilm_and_on_a_converted_transformers_model():
     transformers = pytest.importorskip("transformers")
-    from mini_bert import hf
-    from mini_bert.minilm import load_minilm
+    from mini_bert.build import hf
+    from mini_bert.build.minilm import load_minilm
 
     minilm = load_minilm().model
     ids = torch.tensor([[101, 7592, 2088, 102]])
@@ -222,8 +222,8 @@ def test_the_schedule_warms_up_then_decays_to_zero():
 
 
 def test_windows_cover_every_token_and_pool_one_prediction_per_text(tokenizer):
-    from mini_bert.finetuning import evaluate_windows, window_logits
-    from mini_bert.tasks import encode_windows
+    from mini_bert.train.finetuning import evaluate_windows, window_logits
+    from mini_bert.train.tasks import encode_windows
 
     long_text = " ".join(["the cat sat on the mat and looked at the dog"] * 6)
     short_text = "a dog"
@@ -251,7 +251,7 @@ def test_windows_cover_every_token_and_pool_one_prediction_per_text(tokenizer):
 
 def test_the_baselines_on_a_task_whose_words_give_the_label_away():
     pytest.importorskip("sklearn")
-    from mini_bert.finetuning import majority_baseline, tfidf_baseline
+    from mini_bert.train.finetuning import majority_baseline, tfidf_baseline
 
     train = [(f"{word} {filler} text", label) for label, word in enumerate(["apples", "rivers", "engines"])
              for filler in ("some", "more", "other", "plain", "further", "extra")]
@@ -264,15 +264,15 @@ def test_the_baselines_on_a_task_whose_words_give_the_label_away():
 # ---- tasks -------------------------------------------------------------------------------
 
 def test_word_case_labels_the_capitals_as_written():
-    from mini_bert.tasks import word_case
+    from mini_bert.train.tasks import word_case
 
     assert [word_case(w) for w in ("paris", "Paris", "McDonald", "NASA", "UK", "I", "iPhone", "1755", ",")] == \
         [0, 1, 1, 2, 2, 1, 0, None, None]
 
 
 def test_truecase_sentences_are_lower_cased_and_the_first_word_carries_no_label():
-    from mini_bert.data import load_corpus
-    from mini_bert.tasks import truecase_examples
+    from mini_bert.build.data import load_corpus
+    from mini_bert.train.tasks import truecase_examples
 
     examples = truecase_examples("validation")
     first = load_corpus("validation")[0].sentences[0]
@@ -285,8 +285,8 @@ def test_truecase_sentences_are_lower_cased_and_the_first_word_carries_no_label(
 
 
 def test_same_topic_pairs_are_fixed_balanced_and_labelled_by_the_articles_topics():
-    from mini_bert.data import UNCATEGORIZED, load_corpus
-    from mini_bert.tasks import same_topic_examples
+    from mini_bert.build.data import UNCATEGORIZED, load_corpus
+    from mini_bert.train.tasks import same_topic_examples
 
     pairs = same_topic_examples("validation")
     assert pairs == same_topic_examples("validation")  # the same pairs for every run
@@ -298,7 +298,7 @@ def test_same_topic_pairs_are_fixed_balanced_and_labelled_by_the_articles_topics
 
 
 def test_load_task_encodes_each_kind_and_keeps_evaluation_fixed(tokenizer):
-    from mini_bert.finetuning import load_task
+    from mini_bert.train.finetuning import load_task
 
     pair = load_task("same-topic", tokenizer, 32, labels=20, seed=1, max_eval=10)
     assert (pair.kind, pair.head, pair.num_labels, len(pair.train), len(pair.test)) == ("pair", "sequence", 2, 20, 10)
@@ -315,8 +315,8 @@ def test_load_task_encodes_each_kind_and_keeps_evaluation_fixed(tokenizer):
 
 
 def test_truecasing_needs_an_uncased_tokenizer():
-    from mini_bert.finetuning import load_task
-    from mini_bert.tokenization import train_wordpiece
+    from mini_bert.train.finetuning import load_task
+    from mini_bert.build.tokenization import train_wordpiece
 
     cased = train_wordpiece(["Paris is in France", "paris paris"], 60, method="count", lowercase=False)
     with pytest.raises(ValueError, match="the truecase task needs an uncased tokenizer"):
@@ -348,7 +348,7 @@ def test_labels_the_head_cannot_learn_are_refused_before_training():
         p.requires_grad_(False)
     with pytest.raises(ValueError, match="nothing to train: every parameter of the head has requires_grad=False"):
         finetune(model, train, validation, FinetuneConfig(strategy="frozen", epochs=1))
-    from mini_bert.finetuning import load_encoder
+    from mini_bert.train.finetuning import load_encoder
 
     with pytest.raises(ValueError, match="--init must be one of scratch, tiny-wiki, minilm or a checkpoint folder"):
         load_encoder("bert-large")

@@ -5,16 +5,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mini_bert.batches import PretrainingData
-from mini_bert.evaluation import evaluate_mlm
-from mini_bert.heldout import (
+from mini_bert.train.batches import PretrainingData
+from mini_bert.train.evaluation import evaluate_mlm
+from mini_bert.train.heldout import (
     heldout_data,
     heldout_mlm,
     most_frequent_token,
     sentence_batch,
     sentence_probe_batches,
 )
-from mini_bert.recipe import Recipe
+from mini_bert.train.recipe import Recipe
 
 
 

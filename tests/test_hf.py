@@ -1,4 +1,4 @@
-"""mini_bert.hf: converting to and from Hugging Face transformers is exact.
+"""mini_bert.build.hf: converting to and from Hugging Face transformers is exact.
 
 Every test builds small, randomly initialised transformers models (no downloads) and checks
 behaviour: the converted model computes the same numbers, and a round trip returns the very
@@ -14,9 +14,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach the netwo
 import pytest
 import torch
 
-from mini_bert import hf
-from mini_bert.config import BertConfig
-from mini_bert.model import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification, BertModel
+from mini_bert.build import hf
+from mini_bert.build.config import BertConfig
+from mini_bert.build.model import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification, BertModel
 
 from conftest import PARITY_TOL, assert_same_state, assert_tied, max_diff, randomize
 

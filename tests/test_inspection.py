@@ -4,10 +4,10 @@ import math
 import pytest
 import torch
 
-from mini_bert import inspection as S
-from mini_bert.config import BertConfig
-from mini_bert.model import BertForPreTraining, BertModel
-from mini_bert.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
+from mini_bert.train import inspection as S
+from mini_bert.build.config import BertConfig
+from mini_bert.build.model import BertForPreTraining, BertModel
+from mini_bert.build.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
 
 WORDS = "the cat sat on a mat . , it was tired because dog ran ##s".split()
 
@@ -190,8 +190,8 @@ def test_masking_a_head_equals_removing_its_columns_of_the_output_projection(tok
 
 @pytest.fixture(scope="module")
 def heldout_setup(tokenizer):
-    from mini_bert.batches import PretrainingData
-    from mini_bert.recipe import Recipe
+    from mini_bert.train.batches import PretrainingData
+    from mini_bert.train.recipe import Recipe
 
     words = [w for w in tokenizer.vocab if not w.startswith("[") and not w.startswith("##")]
     g = torch.Generator().manual_seed(3)
@@ -204,7 +204,7 @@ def heldout_setup(tokenizer):
 
 
 def test_heldout_mlm_batch_is_the_evaluation_data(tokenizer, heldout_setup):
-    from mini_bert.evaluation import evaluate_mlm
+    from mini_bert.train.evaluation import evaluate_mlm
 
     model, recipe, documents, data = heldout_setup
     batch = S.heldout_mlm_batch(tokenizer, recipe.to_dict(), documents)  # a checkpoint's recipe dict works

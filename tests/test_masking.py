@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mini_bert.masking import (
+from mini_bert.build.masking import (
     IGNORE_INDEX,
     KEPT,
     MASKED,

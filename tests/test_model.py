@@ -4,7 +4,7 @@ import torch
 
 from mini_bert import (BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification,
                        BertModel, seed_everything)
-from mini_bert.model import IGNORE_INDEX, attention_probabilities
+from mini_bert.build.model import IGNORE_INDEX, attention_probabilities
 
 V = 101
 

@@ -1,4 +1,4 @@
-"""mini_bert.modernbert: ModernBERT's architecture, checked against transformers' ModernBertModel.
+"""mini_bert.beyond.modernbert: ModernBERT's architecture, checked against transformers' ModernBertModel.
 
 As in tests/test_hf.py, every comparison builds small, randomly initialised models with awkward
 sizes (no downloads), randomizes every parameter so that a swapped norm or bias shows up, and
@@ -16,10 +16,10 @@ import pytest
 import torch
 from torch import nn
 
-from mini_bert import modernbert as mb
-from mini_bert.config import IGNORE_INDEX, BertConfig
-from mini_bert.model import BertModel
-from mini_bert.objectives import MaskedLM
+from mini_bert.beyond import modernbert as mb
+from mini_bert.build.config import IGNORE_INDEX, BertConfig
+from mini_bert.build.model import BertModel
+from mini_bert.build.objectives import MaskedLM
 
 from conftest import PARITY_TOL, assert_same_state, assert_tied, randomize
 
@@ -252,7 +252,7 @@ def test_mlm_loss_backward_and_the_objective_seam():
     # Padding queries far from any real token see no key in a local layer: nothing may turn into NaN.
     out.loss.backward()
     assert all(torch.isfinite(p.grad).all() for p in model.parameters())
-    # mini_bert.objectives scores it like a BERT: the same `bert` / `mlm` attributes.
+    # mini_bert.build.objectives scores it like a BERT: the same `bert` / `mlm` attributes.
     result = MaskedLM()(model, model.bert(ids, mask, torch.zeros_like(ids)), {"mlm_labels": labels})
     assert result.count == 5 and torch.allclose(result.loss_sum / 5, out.loss, atol=1e-5)
 

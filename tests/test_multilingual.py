@@ -1,14 +1,14 @@
 """Language sampling, pieces per word, byte-level BPE on Chinese, and unknown pieces counted
-(mini_bert.multilingual)."""
+(mini_bert.languages.multilingual)."""
 from __future__ import annotations
 
 import math
 
 import pytest
 
-from mini_bert import multilingual as ml
-from mini_bert.bpe import train_bpe
-from mini_bert.tokenization import train_wordpiece
+from mini_bert.languages import multilingual as ml
+from mini_bert.build.bpe import train_bpe
+from mini_bert.build.tokenization import train_wordpiece
 
 ENGLISH = ["the cat sat on the mat", "the dog ran in the park", "a cat and a dog"] * 20
 FRENCH = ["le chat est sur le tapis", "le chien court dans le parc"] * 5

@@ -2,7 +2,7 @@
 import pytest
 
 from mini_bert import BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification, BertModel
-from mini_bert.params import count_on_meta, count_parameters, formula_parameters
+from mini_bert.build.params import count_on_meta, count_parameters, formula_parameters
 
 PAPER_COUNTS = {  # transformers' BertModel / RobertaModel / AlbertModel, pooler included
     "base": 109_482_240,

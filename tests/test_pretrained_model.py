@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from mini_bert import runs
-from mini_bert.recipe import Recipe
-from mini_bert.runs import pretrained, pretrained_path
+from mini_bert.train import runs
+from mini_bert.train.recipe import Recipe
+from mini_bert.train.runs import pretrained, pretrained_path
 
 from conftest import count_full_trainings
 
@@ -21,7 +21,7 @@ SMALL = Recipe(model={"hidden_size": 32, "num_hidden_layers": 1, "num_attention_
 def small_recipe(tmp_path_factory):
     """One cache folder for the module (its small vocabulary is trained once), with SMALL registered
     and a held-out point every step; scored on a few documents so that the tests stay quick."""
-    from mini_bert.data import load_corpus
+    from mini_bert.build.data import load_corpus
 
     folder = tmp_path_factory.mktemp("cache")
     few = {"validation": load_corpus("validation")[:30], "test": load_corpus("test")[:30]}
@@ -97,7 +97,7 @@ def test_the_shipped_copy_is_installed_instead_of_training(small_recipe, tmp_pat
 
 
 def test_a_damaged_shipped_copy_is_refused_naming_the_file(small_recipe, tmp_path, monkeypatch):
-    from mini_bert.cache import ArtifactError
+    from mini_bert.core.cache import ArtifactError
 
     monkeypatch.setattr(runs, "SHIPPED_PRETRAINED", tmp_path / "shipped")
     pretrained("test-small", progress=False)
@@ -112,8 +112,8 @@ def test_a_damaged_shipped_copy_is_refused_naming_the_file(small_recipe, tmp_pat
 def test_the_book_model_ships_with_the_package_and_passes_its_own_checks():
     """mini_bert/pretrained/tiny-wiki: the cache entry of `python -m mini_bert pretrained tiny-wiki
     --train --ship`, whole (manifest), of the current recipe, with its fingerprint and command."""
-    from mini_bert.cache import read_artifact
-    from mini_bert.checkpoint import FORMAT
+    from mini_bert.core.cache import read_artifact
+    from mini_bert.train.checkpoint import FORMAT
 
     shipped = runs.shipped_pretrained_path("tiny-wiki")
     manifest = read_artifact(shipped, FORMAT)

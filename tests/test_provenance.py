@@ -1,4 +1,4 @@
-"""Provenance by behaviour (mini_bert.fingerprint, mini_bert.provenance): a shipped log is current
+"""Provenance by behaviour (mini_bert.train.fingerprint, mini_bert.provenance): a shipped log is current
 when the current code reproduces its fingerprints. Proved both ways: harmless edits (an added
 function, a moved module) keep a log current although the source hash changes; a changed number
 with the source untouched (a patched loss) or a changed arm recipe makes it stale, naming the arm
@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from mini_bert import fingerprint as fpm
-from mini_bert import objectives, provenance, runs
-from mini_bert.cache import PACKAGE, code_version, sha256_file
-from mini_bert.fingerprint import compare, fingerprint, is_current
+from mini_bert.train import fingerprint as fpm
+from mini_bert.build import objectives
+from mini_bert import provenance
+from mini_bert.train import runs
+from mini_bert.core.cache import PACKAGE, code_version, sha256_file
+from mini_bert.train.fingerprint import compare, fingerprint, is_current
 
 SMOKE = runs.RESULTS_DIR / "smoke-cpu.json"
 REPO = PACKAGE.parent
@@ -124,7 +126,7 @@ def test_a_changed_arm_recipe_makes_the_log_stale(monkeypatch):
 
 
 def _run_check_in(package_root: Path, log: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    code = ("import json, sys; from mini_bert import provenance as p, cache; "
+    code = ("import json, sys; from mini_bert import provenance as p; from mini_bert.core import cache; "
             f"r = p.check_logs([{str(log)!r}], jobs=1, progress=False); "
             "print(json.dumps({'problems': r['problems'], 'version': cache.code_version(), "
             "'file': cache.PACKAGE.as_posix()}))")
@@ -142,22 +144,24 @@ def _package_copy(tmp_path: Path) -> Path:
 
 
 def test_harmless_edits_keep_the_log_current_although_the_source_hash_changes(tmp_path):
-    """A copy of the package with an unused function added to loop.py and heldout.py moved to
-    core/heldout.py (its importers rewritten): the source hash of the run code changes, which
-    staled every log under the old rule; the fingerprints still pass."""
+    """A copy of the package with an unused function added to train/loop.py and train/heldout.py
+    moved to core/heldout.py (its importers rewritten): the source hash of the run code changes,
+    which staled every log under the old rule; the fingerprints still pass."""
     root = _package_copy(tmp_path)
     package = root / "mini_bert"
-    loop = package / "loop.py"
+    loop = package / "train" / "loop.py"
     loop.write_text(loop.read_text() + "\n\ndef unused_helper(x):\n    return x + 1\n")
-    (package / "core").mkdir()
-    (package / "core" / "__init__.py").write_text("")
-    (package / "heldout.py").rename(package / "core" / "heldout.py")
+    (package / "train" / "heldout.py").rename(package / "core" / "heldout.py")
     moved = package / "core" / "heldout.py"
-    moved.write_text(moved.read_text().replace("from .", "from .."))
+    # its imports of train/ now reach up and over; those of core/ stay
+    moved.write_text(moved.read_text().replace("from .", "from ..train.").replace("from ..train..", "from .."))
     for path in package.rglob("*.py"):
         text = path.read_text()
-        if path != moved and "from .heldout import" in text:
-            path.write_text(text.replace("from .heldout import", "from .core.heldout import"))
+        for old, new in (("from .heldout import", "from ..core.heldout import"),
+                         ("from ..train.heldout import", "from ..core.heldout import")):
+            if path != moved and old in text:
+                text = text.replace(old, new)
+        path.write_text(text)
     out = json.loads(_run_check_in(root, SMOKE).stdout.strip().splitlines()[-1])
     assert out["file"] == package.as_posix()  # the edited copy was the code checked
     assert out["version"] != code_version()  # the old rule: stale
@@ -255,8 +259,10 @@ def quickest_record(log: dict) -> dict:
 
 def rerun(path: Path, record: dict) -> dict:
     """The record's run trained and scored again by the code that made the log: its metrics."""
-    from mini_bert import ablations, equal_compute, finetune_runs
-    from mini_bert.finetune_runs import run_finetune
+    from mini_bert.improve import ablations
+    from mini_bert.beyond import equal_compute
+    from mini_bert.train import finetune_runs
+    from mini_bert.train.finetune_runs import run_finetune
 
     log = provenance.read_log(path)
     kind, name = provenance.log_kind(log), log.get("experiment") or log.get("study")

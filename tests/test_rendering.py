@@ -417,9 +417,9 @@ def standalone(tmp_path_factory):
     import torch
 
     from mini_bert import views
-    from mini_bert.config import BertConfig
-    from mini_bert.model import BertForPreTraining, BertModel
-    from mini_bert.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
+    from mini_bert.build.config import BertConfig
+    from mini_bert.build.model import BertForPreTraining, BertModel
+    from mini_bert.build.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
 
     words = ("the print ##ing press is a machine that transfer ##s in ##k onto paper by apply pressure "
              "un ##believ ##able . , < > &").split()
@@ -455,7 +455,7 @@ def test_kernel_free_views_run_offline_on_a_page_of_their_own(browser, standalon
 
 @needs_chromium
 def test_kernel_free_masking_view_draws_what_the_package_computes(browser, standalone):
-    from mini_bert.masking import MaskingConfig
+    from mini_bert.build.masking import MaskingConfig
     from mini_bert.views import mask_text, masking_summary
 
     first, second = (v.element_id for v in standalone["masking"])

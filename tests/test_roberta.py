@@ -5,13 +5,13 @@ import pytest
 import torch
 
 from conftest import assert_shipped_ablation_logs, reproduce_logged_run
-from mini_bert.batches import PretrainingData, recipe_batches
-from mini_bert.data import load_corpus
-from mini_bert.recipe import parse_budget
-from mini_bert.roberta import (BASE_BATCH, BATCHES, MASKING_STEPS, ROBERTA_BATCHES, ROBERTA_FORMATS,
+from mini_bert.train.batches import PretrainingData, recipe_batches
+from mini_bert.build.data import load_corpus
+from mini_bert.train.recipe import parse_budget
+from mini_bert.improve.roberta import (BASE_BATCH, BATCHES, MASKING_STEPS, ROBERTA_BATCHES, ROBERTA_FORMATS,
                                ROBERTA_MASKING, scaled_lr)
-from mini_bert.runs import arm_recipe
-from mini_bert.tokenization import default_tokenizer
+from mini_bert.train.runs import arm_recipe
+from mini_bert.build.tokenization import default_tokenizer
 
 EXPERIMENTS = (ROBERTA_MASKING, ROBERTA_FORMATS, ROBERTA_BATCHES)
 
@@ -119,11 +119,11 @@ def test_the_command_line_lists_chapter_11s_experiments(capsys):
 def test_the_3300_step_formats_see_the_same_real_tokens_a_step():
     """FORMAT_BATCHES: each format's inputs a step bring about 2,048 real tokens (padding
     excluded), within 2% of the formats' mean, recounted on the training split."""
-    from mini_bert.batches import recipe_batches
-    from mini_bert.data import load_corpus
-    from mini_bert.roberta import ROBERTA_FORMATS_3300
-    from mini_bert.runs import arm_recipe
-    from mini_bert.tokenization import default_tokenizer
+    from mini_bert.train.batches import recipe_batches
+    from mini_bert.build.data import load_corpus
+    from mini_bert.improve.roberta import ROBERTA_FORMATS_3300
+    from mini_bert.train.runs import arm_recipe
+    from mini_bert.build.tokenization import default_tokenizer
 
     tokenizer, documents = default_tokenizer(8192), load_corpus("train")
     per_step = {}

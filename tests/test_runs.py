@@ -1,4 +1,4 @@
-"""Seeded runs and grids (mini_bert.runs): the cache, resuming, the statistics, bad input, the CLI."""
+"""Seeded runs and grids (mini_bert.train.runs): the cache, resuming, the statistics, bad input, the CLI."""
 from __future__ import annotations
 
 import json
@@ -9,13 +9,14 @@ import shutil
 import pytest
 import torch
 
-from mini_bert import cache as mb_cache, runs
-from mini_bert import fingerprint as fpm
+from mini_bert.core import cache as mb_cache
+from mini_bert.train import runs
+from mini_bert.train import fingerprint as fpm
 from mini_bert.__main__ import build_parser, main
-from mini_bert.checkpoint import load_checkpoint
-from mini_bert import data as mb_data
-from mini_bert.data import load_corpus
-from mini_bert.runs import (
+from mini_bert.train.checkpoint import load_checkpoint
+from mini_bert.build import data as mb_data
+from mini_bert.build.data import load_corpus
+from mini_bert.train.runs import (
     EXPERIMENTS,
     Experiment,
     GridResult,
@@ -32,7 +33,7 @@ from mini_bert.runs import (
 )
 
 from conftest import SMALL_VOCAB, count_full_trainings
-from mini_bert.recipe import Recipe
+from mini_bert.train.recipe import Recipe
 
 # The smoke experiment's CPU recipe, with even fewer steps: every training here takes a second.
 TINY = Recipe(preset="tiny", model=runs.SMOKE_MODEL, vocab_size=SMALL_VOCAB, budget="5", batch_size=8, seq_len=32,
@@ -89,10 +90,10 @@ def test_code_version_follows_the_content_of_the_training_code(tmp_path, monkeyp
     version = code_version()
     assert len(version) == 12 and int(version, 16) >= 0 and code_version() == version
     names = {p.relative_to(mb_cache.PACKAGE).as_posix() for p in mb_cache.source_files()}
-    assert {"recipe.py", "loop.py", "model.py", "masking.py", "runs.py"} <= names
+    assert {"train/recipe.py", "train/loop.py", "build/model.py", "build/masking.py", "train/runs.py"} <= names
     # Code a run never imports cannot change one: the views, the checkers, the transformers bridge.
-    assert not any(n.startswith(("exercises/", "views/")) for n in names)
-    assert not {"hf.py", "minilm.py", "inspection.py", "__main__.py"} & names
+    assert not any(n.startswith(("exercises/", "views/", "improve/", "beyond/")) for n in names)
+    assert not {"build/hf.py", "build/minilm.py", "train/inspection.py", "__main__.py"} & names
 
     copy = tmp_path / "mini_bert"
     shutil.copytree(mb_cache.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "results"))
@@ -102,10 +103,10 @@ def test_code_version_follows_the_content_of_the_training_code(tmp_path, monkeyp
     (copy / "views" / "extra_view.py").write_text("def draw():\n    return 2\n")
     (copy / "exercises").mkdir(exist_ok=True)
     (copy / "exercises" / "extra_check.py").write_text("CHECK = 3\n")
-    (copy / "finetuning_draft.py").write_text("from .runs import pretrained\n")  # a new module that uses runs
-    (copy / "hf.py").write_text((copy / "hf.py").read_text() + "\nEXTRA = 1\n")
+    (copy / "train" / "finetuning_draft.py").write_text("from .runs import pretrained\n")  # a new module using runs
+    (copy / "build" / "hf.py").write_text((copy / "build" / "hf.py").read_text() + "\nEXTRA = 1\n")
     assert code_version() == version
-    training = copy / "recipe.py"
+    training = copy / "train" / "recipe.py"
     source = training.read_text()
     # A comment on top of the real file: parsed away.
     training.write_text("# a comment changes no trained model\n" + source)
@@ -281,7 +282,7 @@ def test_changed_behaviour_trains_again(cache, docs, monkeypatch, capsys):
     matches once the code version moves, and the run is trained again, saying why."""
     import types
 
-    from mini_bert import objectives
+    from mini_bert.build import objectives
 
     calls = count_full_trainings(monkeypatch)
     quick(**docs)
@@ -427,7 +428,7 @@ def test_a_log_of_other_behaviour_experiment_or_scale_is_refused(cache, tmp_path
     with monkeypatch.context() as patch:  # other code that trains otherwise: refused
         import types
 
-        from mini_bert import objectives
+        from mini_bert.build import objectives
 
         real = objectives.F
         patch.setattr(objectives, "F", types.SimpleNamespace(
@@ -542,7 +543,7 @@ def test_a_log_of_other_code_loads_as_stale_but_is_never_resumed(tmp_path, monke
 
 def test_results_are_written_atomically(tmp_path, monkeypatch):
     path = tmp_path / "smoke.json"
-    def write(records):  # as the grid engine (mini_bert.engine) writes a log
+    def write(records):  # as the grid engine (mini_bert.train.engine) writes a log
         mb_cache.atomic_write_text(path, json.dumps({**grid_log([]), "runs": records}, indent=1))
 
     write([])
@@ -551,9 +552,9 @@ def test_results_are_written_atomically(tmp_path, monkeypatch):
     def full_disk(*args):
         raise OSError(28, "No space left on device")
 
-    import mini_bert.cache
+    import mini_bert.core.cache
 
-    monkeypatch.setattr(mini_bert.cache.os, "replace", full_disk)
+    monkeypatch.setattr(mini_bert.core.cache.os, "replace", full_disk)
     with pytest.raises(OSError, match="No space left"):
         write([{"arm": "mask-15", "seed": 0, "recipe": {}, "metrics": {}}])
     assert path.read_bytes() == before  # the old log whole, not half of the new one
@@ -836,7 +837,7 @@ def test_a_sweep_extended_beyond_an_edge_adds_only_the_named_arms_rates_and_choo
 
 
 def test_the_3300_step_grids_are_at_chapter_8s_budget_with_their_sweeps_and_downstream():
-    from mini_bert import ablations, roberta, sharing  # noqa: F401  (registers the experiments)
+    from mini_bert.improve import ablations, roberta, sharing  # noqa: F401  (registers the experiments)
 
     names = ["sentence-objectives-3300", "roberta-masking-3300", "roberta-formats-3300", "roberta-batches-3300",
              "albert-parameters-3300"]
@@ -883,7 +884,7 @@ def test_an_interrupted_cached_run_keeps_its_steps_and_the_next_call_goes_on(cac
     import os
     import signal
 
-    from mini_bert import loop
+    from mini_bert.train import loop
 
     real, calls = loop.train_step, []
 

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from mini_bert import BertConfig, BertForPreTraining
-from mini_bert.params import count_parameters, formula_parameters
-from mini_bert.runs import arm_recipe
-from mini_bert.sharing import (ALBERT_PARAMETERS, FULL_SIZES, counted_flops, forward_flops, full_size_table,
+from mini_bert.build.params import count_parameters, formula_parameters
+from mini_bert.train.runs import arm_recipe
+from mini_bert.improve.sharing import (ALBERT_PARAMETERS, FULL_SIZES, counted_flops, forward_flops, full_size_table,
                                step_seconds)
 
 from conftest import assert_shipped_ablation_logs, reproduce_logged_run

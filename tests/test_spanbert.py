@@ -1,4 +1,4 @@
-"""mini_bert.spanbert: the span-boundary objective finds its spans in the labels, predicts each span
+"""mini_bert.beyond.spanbert: the span-boundary objective finds its spans in the labels, predicts each span
 token from the two boundary states and its offset alone, decodes with the word table, and trains
 alongside MLM in the ordinary training step."""
 from __future__ import annotations
@@ -9,13 +9,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from mini_bert.batches import GlobalBatches, PretrainingData
-from mini_bert.config import IGNORE_INDEX, BertConfig
-from mini_bert.loop import PretrainingNet, Processes, make_optimizer, train_step
-from mini_bert.masking import KEPT, MASKED, RANDOM, MaskingConfig, continuation_table, mask_tokens
-from mini_bert.objectives import MaskedLM
-from mini_bert.recipe import Recipe
-from mini_bert.spanbert import (
+from mini_bert.train.batches import GlobalBatches, PretrainingData
+from mini_bert.build.config import IGNORE_INDEX, BertConfig
+from mini_bert.train.loop import PretrainingNet, Processes, make_optimizer, train_step
+from mini_bert.build.masking import KEPT, MASKED, RANDOM, MaskingConfig, continuation_table, mask_tokens
+from mini_bert.build.objectives import MaskedLM
+from mini_bert.train.recipe import Recipe
+from mini_bert.beyond.spanbert import (
     MAX_SPAN_LENGTH,
     SpanBertForPreTraining,
     SpanBoundaryHead,
@@ -211,7 +211,7 @@ def test_the_forward_pass_gives_the_objectives_losses(batch, tokenizer):
 
 def test_the_body_is_a_plain_bert(tokenizer):
     """Only heads are added: the encoder is BertForMaskedLM's, weight for weight from the same seed."""
-    from mini_bert.model import BertForMaskedLM
+    from mini_bert.build.model import BertForMaskedLM
 
     torch.manual_seed(0)
     plain = BertForMaskedLM(BertConfig(vocab_size=tokenizer.vocab_size, **TINY))

@@ -1,8 +1,8 @@
-"""mini_bert.specialised: the chapter's grids as data, checked before any run, and their verdicts."""
+"""mini_bert.smaller.specialised: the chapter's grids as data, checked before any run, and their verdicts."""
 import pytest
 
-from mini_bert.runs import DIFFERENT, EQUIVALENT, INCONCLUSIVE
-from mini_bert.specialised import (LABEL_BUDGETS, SEEDS, STUDIES, Comparison, SpecialisedStudy, check_study,
+from mini_bert.train.runs import DIFFERENT, EQUIVALENT, INCONCLUSIVE
+from mini_bert.smaller.specialised import (LABEL_BUDGETS, SEEDS, STUDIES, Comparison, SpecialisedStudy, check_study,
                                    verdicts)
 
 

@@ -10,9 +10,10 @@ import sys
 
 import pytest
 
-from mini_bert import cache as tk_cache, tokenization as tk
-from mini_bert.data import load_corpus
-from mini_bert.tokenization import (
+from mini_bert.core import cache as tk_cache
+from mini_bert.build import tokenization as tk
+from mini_bert.build.data import load_corpus
+from mini_bert.build.tokenization import (
     Encoding,
     WordPieceTokenizer,
     bert_base_uncased_tokenizer,
@@ -285,7 +286,7 @@ def test_trainers_do_not_depend_on_hash_order(tmp_path, sentences):
     here = [train_wordpiece(texts, 500, method=m).ids_to_tokens for m in ("likelihood", "count")]
     (tmp_path / "texts.txt").write_text("\n".join(texts), encoding="utf-8")
     script = (
-        "import sys; from mini_bert.tokenization import train_wordpiece\n"
+        "import sys; from mini_bert.build.tokenization import train_wordpiece\n"
         "texts = open(sys.argv[1], encoding='utf-8').read().split('\\n')\n"
         "print([train_wordpiece(texts, 500, method=m).ids_to_tokens for m in ('likelihood', 'count')])\n"
     )

@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from mini_bert import BertConfig, BertForPreTraining
-from mini_bert.data import load_corpus
-from mini_bert.tokenization import train_wordpiece
-from mini_bert.batches import GlobalBatches, PretrainingData
-from mini_bert.loop import lr_factor, make_optimizer
-from mini_bert.pretraining import pretrain
-from mini_bert.recipe import Budget, Recipe, parse_budget
+from mini_bert.build.data import load_corpus
+from mini_bert.build.tokenization import train_wordpiece
+from mini_bert.train.batches import GlobalBatches, PretrainingData
+from mini_bert.train.loop import lr_factor, make_optimizer
+from mini_bert.train.pretraining import pretrain
+from mini_bert.train.recipe import Budget, Recipe, parse_budget
 
 from conftest import TINY as TINY_MODEL
 
@@ -131,8 +131,8 @@ def test_global_batches_are_a_function_of_the_step(docs, tokenizer):
 
 
 def test_token_stream_cuts_one_stream_into_full_examples():
-    from mini_bert.masking import SpecialTokens
-    from mini_bert.examples import token_stream_examples
+    from mini_bert.build.masking import SpecialTokens
+    from mini_bert.build.examples import token_stream_examples
 
     special = SpecialTokens(cls=2, sep=3, mask=4, pad=0, vocab_size=100, unk=1)
     docs = [[[10, 11], [12]], [[20, 21, 22, 23, 24]], [], [[30, 31]]]
@@ -145,7 +145,7 @@ def test_token_stream_cuts_one_stream_into_full_examples():
 
 
 def test_sinusoidal_position_init():
-    from mini_bert.pretraining import build_model, sinusoidal_table
+    from mini_bert.train.pretraining import build_model, sinusoidal_table
 
     model = build_model(tiny_recipe(position_init="sinusoidal"), vocab_size=100)
     table = model.bert.embeddings.position.weight
@@ -239,7 +239,7 @@ def test_resuming_with_another_recipe_is_refused(docs, tokenizer, tmp_path):
 
 
 def test_default_sequence_length_follows_the_objective():
-    from mini_bert.recipe import DEFAULT_SEQ_LEN
+    from mini_bert.train.recipe import DEFAULT_SEQ_LEN
 
     assert Recipe().seq_len == DEFAULT_SEQ_LEN["mlm"] == 32  # short examples: the 5-minute recipe
     assert Recipe(objective="sop").seq_len == Recipe(objective="nsp").seq_len == 128  # room for two segments
@@ -248,7 +248,7 @@ def test_default_sequence_length_follows_the_objective():
 
 
 def test_recipe_search_log_describes_the_default_recipe():
-    from mini_bert.runs import PRETRAINED, recipe_search
+    from mini_bert.train.runs import PRETRAINED, recipe_search
 
     runs = {run["id"]: run for run in recipe_search()["runs"]}
     assert len(runs) == len(recipe_search()["runs"])  # ids are unique
@@ -285,7 +285,7 @@ def test_two_phase_recipe_trains_long_examples_at_the_end_with_the_same_tokens(d
 
 
 def test_phase_batches_switch_at_the_budget_fraction(docs, tokenizer):
-    from mini_bert.batches import recipe_batches
+    from mini_bert.train.batches import recipe_batches
 
     recipe = tiny_recipe(long_seq_len=64, long_fraction=0.5)
     batches, data = recipe_batches(docs[0], tokenizer, recipe)
@@ -309,10 +309,10 @@ def test_bad_phase_settings_name_the_fix(changes, message):
 def test_training_and_evaluation_share_one_masked_lm_loss(docs, tokenizer):
     # The loss the training step logs equals objectives.MaskedLM on the same batch and weights,
     # which is also what evaluate_mlm adds up: one loss, used everywhere.
-    from mini_bert.evaluation import evaluate_mlm
-    from mini_bert.objectives import MaskedLM
-    from mini_bert.batches import recipe_batches
-    from mini_bert.pretraining import build_model
+    from mini_bert.train.evaluation import evaluate_mlm
+    from mini_bert.build.objectives import MaskedLM
+    from mini_bert.train.batches import recipe_batches
+    from mini_bert.train.pretraining import build_model
 
     recipe = tiny_recipe(lr=1e-9, warmup=0.0, schedule="constant", budget="1")
     batches, _ = recipe_batches(docs[0], tokenizer, recipe)
@@ -328,7 +328,7 @@ def test_training_and_evaluation_share_one_masked_lm_loss(docs, tokenizer):
 
 
 def test_autocast_modes_on_the_cpu():
-    from mini_bert.loop import autocast_context
+    from mini_bert.train.loop import autocast_context
 
     cpu = torch.device("cpu")
     a, b = torch.randn(4, 4), torch.randn(4, 4)
@@ -365,7 +365,7 @@ def _ctrl_c_at(step: int, monkeypatch):
     import os
     import signal
 
-    from mini_bert import loop
+    from mini_bert.train import loop
 
     real, calls = loop.train_step, []
 
@@ -379,8 +379,8 @@ def _ctrl_c_at(step: int, monkeypatch):
 
 
 def test_ctrl_c_finishes_the_step_saves_it_and_the_resume_is_exact(docs, tokenizer, tmp_path, monkeypatch):
-    from mini_bert.checkpoint import load_checkpoint
-    from mini_bert.loop import Interrupted
+    from mini_bert.train.checkpoint import load_checkpoint
+    from mini_bert.train.loop import Interrupted
 
     whole = run(tiny_recipe(dropout=0.1), docs, tokenizer)  # dropout: the random generators must resume too
     _ctrl_c_at(3, monkeypatch)
@@ -397,7 +397,7 @@ def test_ctrl_c_finishes_the_step_saves_it_and_the_resume_is_exact(docs, tokeniz
 
 
 def test_a_resume_on_other_data_or_another_vocabulary_is_refused(docs, tokenizer, tmp_path):
-    from mini_bert.checkpoint import CheckpointError
+    from mini_bert.train.checkpoint import CheckpointError
 
     run(tiny_recipe(budget="2"), docs, tokenizer, out=tmp_path / "ckpt")
     other_docs = (docs[0][:60], docs[1])

@@ -8,9 +8,10 @@ import ipywidgets
 import pytest
 import torch
 
-from mini_bert import inspection, views
-from mini_bert.masking import KEPT, MASKED, RANDOM, UNTOUCHED, MaskingConfig, SpecialTokens, mask_tokens
-from mini_bert.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
+from mini_bert.train import inspection
+from mini_bert import views
+from mini_bert.build.masking import KEPT, MASKED, RANDOM, UNTOUCHED, MaskingConfig, SpecialTokens, mask_tokens
+from mini_bert.build.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
 
 TEXT = "The printing press is a machine that transfers ink onto paper by applying pressure"
 
@@ -177,7 +178,7 @@ def test_static_twin_draws_the_same_view(tokenizer):
 
 def test_default_text_is_a_corpus_sentence():
     text = views.default_masking_text()
-    from mini_bert.data import load_corpus
+    from mini_bert.build.data import load_corpus
 
     assert any(text in doc.sentences for doc in load_corpus())
     assert text.startswith("A printing press")
@@ -202,8 +203,8 @@ EXPLORER_TEXT = "the printing press is a machine . it transfers ink onto paper"
 @pytest.fixture(scope="module")
 def small_models(tokenizer):
     """Two small random mini_bert models of different shapes (a BertModel and a model with .bert)."""
-    from mini_bert.config import BertConfig
-    from mini_bert.model import BertForPreTraining, BertModel
+    from mini_bert.build.config import BertConfig
+    from mini_bert.build.model import BertForPreTraining, BertModel
 
     def config(layers, heads):
         return BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=8 * heads, num_hidden_layers=layers,
@@ -395,7 +396,7 @@ def test_kernel_free_masking_embeds_what_mask_tokens_computes(masking_view, toke
     assert data["ratios"] == [0.15, 0.25, 0.4] and data["seeds"] == [0, 1, 2]
     assert data["modes"] == ["token", "whole_word", "span"] and data["splits"][0] == [0.8, 0.1, 0.1]
     special = SpecialTokens.from_tokenizer(tokenizer)
-    from mini_bert.masking import continuation_table
+    from mini_bert.build.masking import continuation_table
 
     continuation = continuation_table(tokenizer.ids_to_tokens)
     R, P, K = len(data["ratios"]), len(data["splits"]), len(data["seeds"])
@@ -507,8 +508,8 @@ def test_kernel_free_heads_are_self_contained_and_unique(head_view, small_models
 
 @pytest.fixture
 def grid_log():
-    from mini_bert.recipe import Recipe
-    from mini_bert.runs import Experiment, GridResult
+    from mini_bert.train.recipe import Recipe
+    from mini_bert.train.runs import Experiment, GridResult
 
     experiment = Experiment(name="chooser-test", description="", arms={"a": {}, "b": {"mask_ratio": 0.15},
                                                                          "c": {"mask_ratio": 0.4}},

@@ -1,4 +1,4 @@
-"""mini_bert.xlnet: permutation language modeling as attention masks, checked by running a small,
+"""mini_bert.beyond.xlnet: permutation language modeling as attention masks, checked by running a small,
 randomly initialised transformers XLNetLMHeadModel (no downloads): each target is predicted from
 exactly the tokens before it in the factorisation order, and the two streams are both needed."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach the netwo
 import pytest
 import torch
 
-from mini_bert.xlnet import (
+from mini_bert.beyond.xlnet import (
     content_mask,
     factorisation_rank,
     query_mask,

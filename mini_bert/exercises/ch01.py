@@ -11,7 +11,7 @@ from typing import Callable
 
 import torch
 
-from ..config import IGNORE_INDEX  # "no loss here", as in torch's cross_entropy
+from ..build.config import IGNORE_INDEX  # "no loss here", as in torch's cross_entropy
 from .common import call_safely, report_checks
 
 

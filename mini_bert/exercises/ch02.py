@@ -9,7 +9,7 @@ from __future__ import annotations
 import unicodedata
 from typing import Callable
 
-from ..tokenization import build_encoding, remove_accents, wordpiece
+from ..build.tokenization import build_encoding, remove_accents, wordpiece
 from .common import call_safely, report_checks
 
 UNK = "[UNK]"

@@ -10,8 +10,8 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from ..config import BertConfig
-from ..params import formula_parameters
+from ..build.config import BertConfig
+from ..build.params import formula_parameters
 from .common import call_safely, all_close, keeps_random_state, report_checks, shape_of
 
 
@@ -119,7 +119,7 @@ def check_embedding_sum(fn: Callable) -> bool:
             problems.append("a shorter batch (L=3) fails" + (f": {error}" if error else "") +
                             "; take L from input_ids.shape[1], do not hard-code it")
     if not problems:
-        from ..model import Embeddings
+        from ..build.model import Embeddings
 
         cfg = BertConfig(vocab_size=V, hidden_size=H, num_attention_heads=1, intermediate_size=4,
                          max_position_embeddings=P, type_vocab_size=T, hidden_dropout_prob=0.0)

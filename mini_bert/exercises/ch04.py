@@ -141,8 +141,8 @@ def check_split_merge_heads(split_heads: Callable, merge_heads: Callable) -> boo
             problems.append(f"merge_heads(split_heads(x, 4)) does not give x back for x of shape (3, 7, 32)"
                             f"{': ' + error if error else ''}; do the shapes depend on hard-coded numbers?")
     if not problems:
-        from ..config import BertConfig
-        from ..model import MultiHeadSelfAttention
+        from ..build.config import BertConfig
+        from ..build.model import MultiHeadSelfAttention
 
         attention = MultiHeadSelfAttention(BertConfig(hidden_size=32, num_attention_heads=4, intermediate_size=64))
         y = torch.randn(2, 6, 32, generator=seeded_generator(3))
@@ -202,8 +202,8 @@ def check_gelu_tanh(fn: Callable) -> bool:
 @keeps_random_state
 def check_post_ln_residual(fn: Callable) -> bool:
     """fn(x, sublayer, norm) -> norm(x + sublayer(x)): BERT's residual connection with post-LayerNorm."""
-    from ..config import BertConfig
-    from ..model import FeedForwardBlock
+    from ..build.config import BertConfig
+    from ..build.model import FeedForwardBlock
 
     g = seeded_generator(6)
     H = 16

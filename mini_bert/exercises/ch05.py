@@ -9,8 +9,8 @@ from typing import Callable
 
 import torch
 
-from ..config import BertConfig
-from ..params import count_on_meta
+from ..build.config import BertConfig
+from ..build.params import count_on_meta
 from .common import call_safely, all_close, seeded_generator, keeps_random_state, report_checks, shape_of
 
 
@@ -166,8 +166,8 @@ def check_mean_pooling(fn: Callable) -> bool:
             passed.append("accepts a float mask as well as an integer one")
         else:
             problems.append(f"fails with a float mask{': ' + error if error else ''}")
-        from ..model import BertModel
-        from ..minilm import sentence_embedding
+        from ..build.model import BertModel
+        from ..build.minilm import sentence_embedding
 
         model = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                                      intermediate_size=32)).eval()
@@ -176,9 +176,9 @@ def check_mean_pooling(fn: Callable) -> bool:
             mine = torch.nn.functional.normalize(fn(model(ids, attention_mask=mask).last_hidden_state, mask), dim=-1)
             reference = sentence_embedding(model, ids, mask)
         if all_close(mine, reference):
-            passed.append("normalised, it equals mini_bert.minilm.sentence_embedding on a small model")
+            passed.append("normalised, it equals mini_bert.build.minilm.sentence_embedding on a small model")
         else:
-            problems.append("normalised, it differs from mini_bert.minilm.sentence_embedding")
+            problems.append("normalised, it differs from mini_bert.build.minilm.sentence_embedding")
     return report_checks("check_mean_pooling", problems, passed)
 
 
@@ -188,7 +188,7 @@ def check_tied_mlm_logits(fn: Callable) -> bool:
     """fn(hidden, head) -> the MLM logits of `head` (a mini_bert MLMHead) computed by hand:
     the transform (head.dense, head.act, head.norm), then the tied decoder, whose weight is the
     word-embedding table head.word_embeddings.weight, plus head.bias."""
-    from ..model import BertForMaskedLM
+    from ..build.model import BertForMaskedLM
 
     cfg = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
     model = BertForMaskedLM(cfg).eval()

@@ -102,8 +102,8 @@ def check_replace_selected(replace_selected) -> bool:
 
 
 def _toy_dataset(**kw):
-    from ..masking import MaskingConfig, SpecialTokens
-    from ..examples import Example, PretrainingDataset
+    from ..build.masking import MaskingConfig, SpecialTokens
+    from ..build.examples import Example, PretrainingDataset
 
     special = SpecialTokens(cls=1, sep=2, mask=3, pad=0, vocab_size=5000, unk=4)
     rng = random.Random(0)

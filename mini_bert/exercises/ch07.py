@@ -158,10 +158,10 @@ _TRAIN_PAIRS = 3000  # enough to learn a handful of weights, and quick
 @functools.lru_cache(maxsize=1)
 def _sop_token_pairs():
     """SOP pairs as WordPiece token strings: (train pairs, train labels, validation pairs, labels)."""
-    from ..data import load_corpus
-    from ..masking import SpecialTokens
-    from ..examples import sop_examples, tokenize_documents
-    from ..tokenization import default_tokenizer
+    from ..build.data import load_corpus
+    from ..build.masking import SpecialTokens
+    from ..build.examples import sop_examples, tokenize_documents
+    from ..build.tokenization import default_tokenizer
 
     tokenizer = default_tokenizer()
     special = SpecialTokens.from_tokenizer(tokenizer)

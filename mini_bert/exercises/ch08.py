@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..config import IGNORE_INDEX
+from ..build.config import IGNORE_INDEX
 from .common import call_safely, all_close, fail_check, report_checks, shape_of
 
 __all__ = ["check_lr_schedule", "check_decay_groups", "check_masked_only_loss", "check_unigram_accuracy"]
@@ -27,8 +27,8 @@ __all__ = ["check_lr_schedule", "check_decay_groups", "check_masked_only_loss", 
 # --------------------------------------------------------------------------------------------
 
 def _reference_lr(step: int, total: int, peak: float, warmup: int) -> float:
-    from ..loop import lr_factor
-    from ..recipe import Recipe
+    from ..train.loop import lr_factor
+    from ..train.recipe import Recipe
 
     recipe = Recipe(lr=peak, warmup=warmup / total, schedule="linear", budget=str(total))
     return peak * lr_factor(recipe, step / total)
@@ -38,7 +38,7 @@ def check_lr_schedule(lr_at) -> bool:
     """Check lr_at(step, total_steps, peak_lr, warmup_steps) -> the learning rate at `step`.
 
     From 0 at step 0 up to peak_lr at step warmup_steps, then down to 0 at step total_steps, in
-    straight lines (mini_bert.loop.lr_factor with schedule="linear").
+    straight lines (mini_bert.train.loop.lr_factor with schedule="linear").
     """
     passed: list[str] = []
     fail = functools.partial(fail_check, "check_lr_schedule", passed)
@@ -69,8 +69,8 @@ def check_lr_schedule(lr_at) -> bool:
 # --------------------------------------------------------------------------------------------
 
 def _reference_groups(model: nn.Module) -> tuple[set[str], set[str]]:
-    from ..loop import make_optimizer
-    from ..recipe import Recipe
+    from ..train.loop import make_optimizer
+    from ..train.recipe import Recipe
 
     names = {id(p): n for n, p in model.named_parameters()}
     groups = make_optimizer(model, Recipe()).param_groups
@@ -114,7 +114,7 @@ def check_decay_groups(split_parameters) -> bool:
             hint = "decay every weight matrix (embeddings included); exclude biases and all LayerNorm parameters."
         where = "should not be decayed" if example in decay else "should be decayed"
         return fail(f"{example} {where}", hint)
-    passed.append(f"{len(want_decay)} decayed and {len(want_plain)} plain parameters, as mini_bert.loop.make_optimizer")
+    passed.append(f"{len(want_decay)} decayed and {len(want_plain)} plain parameters, as mini_bert.train.loop.make_optimizer")
     return report_checks("check_decay_groups", [], passed)
 
 

@@ -5,9 +5,9 @@ import functools
 import math
 import random
 
-from ..examples import pack_documents
-from ..masking import SpecialTokens
-from ..roberta import scaled_lr
+from ..build.examples import pack_documents
+from ..build.masking import SpecialTokens
+from ..improve.roberta import scaled_lr
 from .common import call_safely, fail_check, report_checks
 
 CLS, SEP = 2, 3  # the ids the exercises use for [CLS] and [SEP]

@@ -6,7 +6,7 @@ import functools
 
 import torch
 
-from ..config import BertConfig
+from ..build.config import BertConfig
 from .common import call_safely, all_close, fail_check, keeps_random_state, report_checks
 
 # --------------------------------------------------------------------------------------------
@@ -24,7 +24,7 @@ _FLOP_CASES = (
 def check_layer_flops(layer_flops) -> bool:
     """Check layer_flops(cfg, seq_len) -> int: the floating-point operations (2 per multiply-add) of
     the matrix products of one encoder layer reading one seq_len-token sequence."""
-    from ..sharing import forward_flops
+    from ..improve.sharing import forward_flops
 
     passed: list[str] = []
     fail = functools.partial(fail_check, "check_layer_flops", passed)
@@ -77,8 +77,8 @@ def check_share_layers(share_layers) -> bool:
     attention block (mode "attention"), feed-forward block ("ffn") or both ("all"), in place, so
     that training updates one set of weights; the model then counts as many parameters as one
     built with BertConfig(sharing=mode)."""
-    from ..model import BertModel
-    from ..params import count_parameters, formula_parameters
+    from ..build.model import BertModel
+    from ..build.params import count_parameters, formula_parameters
 
     passed: list[str] = []
     fail = functools.partial(fail_check, "check_share_layers", passed)
@@ -127,7 +127,7 @@ def _albert_config(hidden: int, layers: int) -> BertConfig:
 
 
 def _widest(budget: int, layers: int, sharing: str = "all") -> int:
-    from ..params import formula_parameters
+    from ..build.params import formula_parameters
 
     hidden = 64
     while formula_parameters(_albert_config(hidden + 64, layers).replace(sharing=sharing))["total"] <= budget:

@@ -85,7 +85,7 @@ def _pair_batch():
 def check_segment_masks(segment_masks) -> bool:
     """Check segment_masks(batch) -> (a_mask, b_mask): boolean (N, L) tensors, True at the tokens of
     segment A and of segment B; [CLS], both [SEP]s and padding belong to neither."""
-    from ..ablations import segment_masks as book_segment_masks
+    from ..improve.ablations import segment_masks as book_segment_masks
 
     passed: list[str] = []
     fail = functools.partial(fail_check, "check_segment_masks", passed)
@@ -125,7 +125,7 @@ def check_segment_masks(segment_masks) -> bool:
 def check_paired_interval(paired_interval) -> bool:
     """Check paired_interval(arm, baseline) -> (mean, low, high): the mean of arm[s] - baseline[s] over
     the seeds both have (dicts seed -> value) and its 95% Student-t confidence interval."""
-    from ..runs import paired_difference
+    from ..train.runs import paired_difference
 
     passed: list[str] = []
     fail = functools.partial(fail_check, "check_paired_interval", passed)
@@ -181,6 +181,6 @@ def _unpaired_half_width(arm: dict, baseline: dict, seeds: list) -> float:
 
 
 def _t975(df: int) -> float:
-    from ..runs import student_t_quantile
+    from ..train.runs import student_t_quantile
 
     return student_t_quantile(0.975, df)

@@ -5,12 +5,12 @@ import functools
 
 import torch
 
-from ..config import IGNORE_INDEX, BertConfig
-from ..deberta import log_bucket_position
-from ..electra import ElectraForPreTraining, sample_replacements
-from ..masking import MaskingConfig, SpecialTokens, mask_tokens
-from ..modernbert import rotary_cos_sin, rotary_frequencies, rotate
-from ..xlnet import content_mask, factorisation_rank, query_mask, sample_order
+from ..beyond.deberta import log_bucket_position
+from ..beyond.electra import ElectraForPreTraining, sample_replacements
+from ..beyond.modernbert import rotary_cos_sin, rotary_frequencies, rotate
+from ..beyond.xlnet import content_mask, factorisation_rank, query_mask, sample_order
+from ..build.config import IGNORE_INDEX, BertConfig
+from ..build.masking import MaskingConfig, SpecialTokens, mask_tokens
 from .common import call_safely, all_close, fail_check, seeded_generator, keeps_random_state, report_checks, shape_of
 
 # --------------------------------------------------------------------------------------------
@@ -235,7 +235,7 @@ def check_log_buckets(log_buckets) -> bool:
     """Check log_buckets(relative, buckets, max_position) -> signed buckets, the shape of `relative`:
     DeBERTa's log-bucketed relative positions. With m = buckets // 2, a distance d with |d| <= m keeps
     its own bucket; a farther one goes to m + ceil((m - 1) log(|d| / m) / log((max_position - 1) / m)),
-    with the sign of d. Compared with mini_bert.deberta.log_bucket_position for every distance below
+    with the sign of d. Compared with mini_bert.beyond.deberta.log_bucket_position for every distance below
     max_position, exactly, except on a bucket boundary (see BOUNDARY), where either bucket is accepted."""
     passed: list[str] = []
     fail = functools.partial(fail_check, "check_log_buckets", passed)
@@ -358,7 +358,7 @@ def check_rotary(rotary) -> bool:
     """Check rotary(x, positions, theta) -> x turned: x is (L, D), row l at position positions[l]; the
     pair of dimensions (i, i + D/2) turns by positions[l] * theta^(-2i/D), ModernBERT's "rotate half"
     layout. Checks that it keeps lengths and makes q.k depend on the offset only, then that it equals
-    mini_bert.modernbert's rotation within ROTARY_ATOL."""
+    mini_bert.beyond.modernbert's rotation within ROTARY_ATOL."""
     passed: list[str] = []
     fail = functools.partial(fail_check, "check_rotary", passed)
     g = seeded_generator(14)

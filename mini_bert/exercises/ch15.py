@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from ..electra import equal_compute_steps
+from ..beyond.electra import equal_compute_steps
 from .common import call_safely, fail_check, seeded_generator, keeps_random_state, report_checks
 
 # --------------------------------------------------------------------------------------------

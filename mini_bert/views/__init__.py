@@ -16,7 +16,7 @@ One module per view, in book order (every public name is also here, `from mini_b
   `attention_explorer` make it interactive.
 - `grid` (Part III): the arm chooser on a shipped grid. `choose_arms` restricts a grid's log to
   some arms read against one of them, `comparison_html` tables it, `grid_chooser` / `GridChooser`
-  make it interactive; mini_bert.runs.plot_grid on `choose_arms` is the static twin.
+  make it interactive; mini_bert.train.runs.plot_grid on `choose_arms` is the static twin.
 - `figures`: the book's figure standard (width, fonts, labels in words, shared ranges):
   `use_book_style`, `subplots`, `metric_label`, `readable`, `share_range`, `figure_problems`.
 - `common`: the shared helpers (the ipywidgets import, HTML escaping, a figure as PNG) and
@@ -30,8 +30,8 @@ a network, identically in Jupyter, Colab and the rendered book.
 from __future__ import annotations
 
 from . import figures, grid, heads, masking
-from .common import KernelFreeView
 from .bertviz import BOOK_WIDTH, MODEL_VIEW_MIN_HEADS, bertviz_html
+from .common import KernelFreeView
 from .figures import figure_problems, metric_label, readable, share_range, use_book_style
 from .grid import choose_arms, comparison_html, grid_chooser
 from .heads import (

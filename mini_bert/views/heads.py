@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..inspection import attention_maps, encode_sentence, head_summary
+from ..train.inspection import attention_maps, encode_sentence, head_summary
 from .common import BLUES, KernelFreeView, new_element_id, escape_html, figure_png, kernel_free_html, select_html, slider_html, require_widgets
 from .figures import WIDTH
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..data import load_corpus
-from ..masking import (
+from ..build.data import load_corpus
+from ..build.masking import (
     CATEGORY_NAMES,
     KEPT,
     MASKED,
@@ -28,7 +28,7 @@ from ..masking import (
     continuation_table,
     mask_tokens,
 )
-from ..tokenization import default_tokenizer
+from ..build.tokenization import default_tokenizer
 from .common import KernelFreeView, new_element_id, escape_html, kernel_free_html, select_html, slider_html, require_widgets
 
 # One colour per category, the same in the widget and in the static figure. Light tones, so the

@@ -1,0 +1,595 @@
+"""Chapter 15's experiments: BERT's successors trained on the book's corpus at equal compute.
+
+Chapter 14 built ELECTRA, SpanBERT, DeBERTa and ModernBERT and proved them equal to transformers'.
+This module trains them the way Part III trained BERT's variants - same data, same recipe, several
+seeds, every arm scored on the same targets - in three studies:
+
+- "electra-vs-mlm": ELECTRA (generator + discriminator, replaced-token detection) against BERT's
+  MLM at equal training FLOPs (the generator counted) and at equal wall-clock, read downstream
+  (chapter 10's fine-tuning and its frozen probe, the runs of mini_bert.improve.ablations.DOWNSTREAM).
+- "span-masking": token, whole-word and span masking, and span masking + SpanBERT's boundary
+  objective, on the common held-out scores, on held-out text masked by whole words and by spans
+  (the span-sensitive probe) and downstream.
+- "attention-positions": BERT's learned absolute positions, DeBERTa's disentangled relative
+  attention and ModernBERT's rotary, local/global attention, trained on 32-token examples only
+  and scored at 32, 64 and 128 tokens (inputs longer than any trained on).
+
+Every study has an UNTRAINED control (the baseline arm's initial weights, scored the same way).
+
+Every family trains through the book's one loop, loop.train, with its objectives passed in
+(`train_with`): loop.train otherwise builds them from the recipe's `objective`, which names
+BERT's three (mini_bert.train.recipe.OBJECTIVES).
+
+Its logs carry code_version(*STUDY_CODE) (this module and everything it imports) for the record,
+and a fingerprint per arm (`arm_fingerprint`): run_arm on the arm's first steps.
+"""
+from __future__ import annotations
+
+import math
+import platform
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+from torch import nn
+
+from ..build.config import BertConfig
+from ..build.data import load_corpus
+from ..build.examples import tokenize_documents
+from ..build.model import BertForPreTraining, MLMHead
+from ..build.objectives import MaskedLM, Objective
+from ..build.tokenization import default_tokenizer
+from ..core.cache import code_version
+from ..core.runtime import preserved_random_state, seed_everything
+from ..improve.ablations import (DOWNSTREAM, DOWNSTREAM_1000, UNTRAINED, Downstream, downstream_scores,
+                        split_downstream_counts, training_curve)
+from ..train.batches import EVAL_MASKING_SEED, PretrainingData, recipe_batches, unigram_token
+from ..train.checkpoint import save_checkpoint
+from ..train.engine import LogPlan, run_log, seed_list
+from ..train.evaluation import evaluate_mlm
+from ..train.fingerprint import (PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
+                          rounded, update_norm)
+from ..train.loop import train
+from ..train.pretraining import sinusoidal_table
+from ..train.recipe import Recipe
+from ..train.runs import (RESULTS_DIR, RESULTS_FORMAT, SWEEP_FACTORS, SWEEP_METRIC, Experiment, GridResult, chosen_steps,
+                   flatten_metrics, heldout_slices, read_results, score, sweep_arm, sweep_description,
+                   sweep_factors)
+from .deberta import DebertaConfig, DebertaModel
+from .electra import ElectraForPreTraining, electra_objectives, step_flops
+from .modernbert import ModernBertConfig, ModernBertForMaskedLM
+from .spanbert import SpanBertForPreTraining, spanbert_objectives
+
+STUDY_CODE = ("beyond.equal_compute",)  # the code version of a study's log: this module and all it imports
+FAMILIES = ("bert", "electra", "spanbert", "deberta", "modernbert")
+
+
+# ============================================================================================
+# The models, each with the interface the loop and the evaluation read
+# ============================================================================================
+
+class MaskedLMView(nn.Module):
+    """An encoder and an MLM head under the names loop.PretrainingNet and evaluate_mlm read:
+    `bert(input_ids, attention_mask, token_type_ids)` and `mlm(hidden)`; `config` the encoder's."""
+
+    def __init__(self, body: nn.Module, mlm: nn.Module):
+        super().__init__()
+        self.config, self.bert, self.mlm = body.config, body, mlm
+
+
+def deberta_config(cfg: BertConfig) -> DebertaConfig:
+    """DeBERTa-v3's attention on `cfg`'s sizes: content-to-position and position-to-content terms
+    over relative distances (exact up to 16 tokens, then log buckets out to max_position_embeddings), the relative table
+    normalised and projected with each layer's own query/key maps, and no absolute positions."""
+    return DebertaConfig.from_dict({**cfg.to_dict(), "relative_attention": True, "position_buckets": 32,
+                                    "max_relative_positions": cfg.max_position_embeddings,
+                                    "pos_att_type": ("p2c", "c2p"), "share_att_key": True,
+                                    "norm_rel_ebd": "layer_norm", "position_biased_input": False})
+
+
+# GeGLU's three H x I matrices hold what BERT's two H x 4H ones do when I = 8H / 3 (rounded to even).
+def modernbert_config(cfg: BertConfig, pad_token_id: int) -> ModernBertConfig:
+    """ModernBERT's design on `cfg`'s sizes: rotary positions, GeGLU with as many weights as the
+    4H-wide FFN of BERT's presets, pre-LayerNorm without biases, layer 0 global and layer 1 local (a 16-token window, half
+    the trained length, as ModernBERT's 128 is a fraction of its 8,192)."""
+    H = cfg.hidden_size
+    return ModernBertConfig(vocab_size=cfg.vocab_size, hidden_size=H, num_hidden_layers=cfg.num_hidden_layers,
+                            num_attention_heads=cfg.num_attention_heads, intermediate_size=2 * round(4 * H / 3),
+                            hidden_dropout_prob=cfg.hidden_dropout_prob,
+                            attention_probs_dropout_prob=cfg.attention_probs_dropout_prob,
+                            max_position_embeddings=cfg.max_position_embeddings, pad_token_id=pad_token_id,
+                            initializer_range=cfg.initializer_range, global_attn_every_n_layers=3,
+                            local_attention=16)
+
+
+def _sinusoidal_start(position: nn.Embedding, std: float) -> None:
+    """The recipe's sin/cos start of a learned position table (pretraining.build_model's)."""
+    with torch.no_grad():
+        position.weight.copy_(sinusoidal_table(*position.weight.shape) * std)
+
+
+def build_family(family: str, recipe: Recipe, tokenizer) -> tuple[nn.Module, list[Objective]]:
+    """A seeded fresh model of `family` on the recipe's sizes, and the objectives that train it.
+
+    bert: BertForPreTraining + MLM (pretraining.build_model's model). electra: the recipe's model
+    as discriminator, a generator 1/4 as wide, MLM + RTD. spanbert: BERT + the boundary head, MLM +
+    SBO. deberta / modernbert: their encoder with BERT's MLM head / their own, MLM.
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"unknown family {family!r}; use one of {', '.join(FAMILIES)}")
+    seed_everything(recipe.seed)
+    cfg = recipe.model_config(tokenizer.vocab_size)
+    std = cfg.initializer_range
+    if family == "bert":
+        model, objectives = BertForPreTraining(cfg), [MaskedLM(recipe.masked_only)]
+    elif family == "electra":
+        model, objectives = ElectraForPreTraining(cfg), electra_objectives(masked_only=recipe.masked_only)
+    elif family == "spanbert":
+        model, objectives = SpanBertForPreTraining(cfg), spanbert_objectives(masked_only=recipe.masked_only)
+    elif family == "deberta":
+        dcfg = deberta_config(cfg)
+        body = DebertaModel(dcfg)
+        head = MLMHead(dcfg, body.embeddings.word)
+        head.reset_parameters(std)
+        return MaskedLMView(body, head), [MaskedLM(recipe.masked_only)]
+    else:
+        return ModernBertForMaskedLM(modernbert_config(cfg, tokenizer.pad_id)), [MaskedLM(recipe.masked_only)]
+    if recipe.position_init == "sinusoidal":
+        _sinusoidal_start(encoder_of(model).embeddings.position, std)
+    return model, objectives
+
+
+def encoder_of(model: nn.Module) -> nn.Module:
+    """The encoder that is kept and fine-tuned: ELECTRA's discriminator, every other model's body."""
+    return model.discriminator.bert if isinstance(model, ElectraForPreTraining) else model.bert
+
+
+# ============================================================================================
+# The loop, with the objectives given
+# ============================================================================================
+
+def train_with(model: nn.Module, objectives: list[Objective], batches: Callable[[int, float], dict], recipe: Recipe,
+               *, device=None, stop_at_step: int | None = None) -> dict[str, list]:
+    """loop.train with `objectives` given instead of built from recipe.objective (no progress bar):
+    the history gains "{name}_loss" for every objective beyond MLM (ELECTRA's "rtd_loss",
+    SpanBERT's "sbo_loss"). The name chapter 15 calls it by."""
+    return train(model, batches, recipe, device=device, stop_at_step=stop_at_step, progress=False,
+                 objectives=objectives)
+
+
+# ============================================================================================
+# Studies
+# ============================================================================================
+
+@dataclass
+class Study:
+    """An experiment whose arms may be other model families: {arm: (family, recipe changes)}."""
+
+    name: str
+    description: str
+    arms: dict[str, tuple[str, dict]]
+    baseline: str
+    base: dict[str, Recipe]
+    metrics: tuple[str, ...]
+    score_lengths: tuple[int, ...] = (32, 128)
+    # Fine-tuning runs from every BERT-shaped encoder: True for chapter 10's 300-label runs
+    # (ablations.DOWNSTREAM), or an ablations.Downstream (the 3,300-step studies' DOWNSTREAM_1000).
+    downstream: bool | Downstream = False
+    span_probe: bool = False  # held-out accuracy with whole words and spans masked
+    rtd_probe: bool = False  # ELECTRA arms: held-out replaced-token detection against the constant answer
+    # What the study's learning-rate sweep chooses by (study_lr_sweep), on validation.
+    sweep_metric: str = SWEEP_METRIC
+
+    @property
+    def downstream_runs(self) -> Downstream | None:
+        if isinstance(self.downstream, Downstream):
+            return self.downstream
+        return Downstream(DOWNSTREAM) if self.downstream else None
+
+    def __post_init__(self):
+        for arm, (family, _) in self.arms.items():
+            if family not in FAMILIES:
+                raise ValueError(f"study {self.name!r}, arm {arm!r}: unknown family {family!r}")
+        self.experiment  # checks the arms' recipes (runs.Experiment does)
+
+    @property
+    def experiment(self) -> Experiment:
+        """The study as a runs.Experiment (its recipes only), for GridResult's tables and figures."""
+        return Experiment(self.name, self.description, {arm: changes for arm, (_, changes) in self.arms.items()},
+                          self.baseline, self.base, self.metrics)
+
+    def recipe(self, arm: str, scale: str, seed: int) -> Recipe:
+        if arm not in self.arms and arm != UNTRAINED:
+            raise ValueError(f"study {self.name!r} has no arm {arm!r}; its arms: {', '.join(self.arms)}")
+        if scale not in self.base:
+            raise ValueError(f"study {self.name!r} has no {scale!r} scale; use one of {', '.join(self.base)}")
+        _, changes = self.arms[self.baseline if arm == UNTRAINED else arm]
+        return self.base[scale].replace(**changes, seed=seed)
+
+    def family(self, arm: str) -> str:
+        return self.arms[self.baseline if arm == UNTRAINED else arm][0]
+
+
+STUDIES: dict[str, Study] = {}
+
+
+def register_study(study: Study) -> Study:
+    STUDIES[study.name] = study
+    return study
+
+
+def get_study(name: str) -> Study:
+    if name not in STUDIES:
+        raise ValueError(f"unknown study {name!r}; the studies: {', '.join(STUDIES)}")
+    return STUDIES[name]
+
+
+# The MLM baseline's budget: 600 steps of 64 x 32 tokens (the last 10% as 16 x 128), 90 to 100 s
+# of one CPU thread. An ELECTRA step costs 1.196x the FLOPs of a BERT step (9.85 vs 8.23 GFLOPs,
+# generator included, counted by torch on the recipe's first batch), so it gets
+# equal_compute_steps(600, ...) = 501 steps; DeBERTa's relative terms cost 1.048x (572 steps),
+# ModernBERT's GeGLU and rotary 1.001x (599 steps). A test recounts them. ELECTRA_SECONDS: the
+# wall-clock arm's budget, what the MLM arm's 600 steps take (the log shows the measured times;
+# a time budget depends on the machine, unlike the others). A step took 0.150 s for BERT and
+# 0.274 s for ELECTRA on one thread here: ELECTRA's sampling and its second encoder pass cost more
+# time than their FLOPs say.
+STEPS = 600
+ELECTRA_STEPS = 501
+ELECTRA_SECONDS = 90
+EQUAL_FLOPS_STEPS = {"bert": STEPS, "deberta": 572, "modernbert": 599}
+DOWNSTREAM_METRICS = tuple(f"{split}.{task}.accuracy" for task in ("topic_full", "topic_frozen", "pairs_full")
+                           for split in ("validation", "test"))
+GPU_BASE = Recipe(preset="mini", seq_len=128, long_seq_len=512, batch_size=256, budget="20000")
+
+ELECTRA_VS_MLM = register_study(Study(
+    name="electra-vs-mlm",
+    description="ELECTRA's replaced-token detection vs BERT's MLM at equal training FLOPs (generator counted) and "
+                "at equal wall-clock; fine-tuned and frozen-probed on chapter 10's tasks",
+    arms={"mlm": ("bert", {}), "electra": ("electra", {"budget": str(ELECTRA_STEPS)}),
+          "electra-time": ("electra", {"budget": f"{ELECTRA_SECONDS}s"})},
+    baseline="mlm",
+    base={"cpu": Recipe(budget=str(STEPS)), "gpu": GPU_BASE},
+    metrics=DOWNSTREAM_METRICS,
+    downstream=True,
+))
+
+SPAN_MASKING = register_study(Study(
+    name="span-masking",
+    description="token, whole-word and span masking, and span masking + SpanBERT's span-boundary objective, at "
+                "equal steps: held-out MLM, held-out text masked by whole words and by spans, downstream",
+    arms={"token": ("bert", {}), "whole-word": ("bert", {"masking_mode": "whole_word"}),
+          "span": ("bert", {"masking_mode": "span"}), "span-sbo": ("spanbert", {"masking_mode": "span"})},
+    baseline="token",
+    base={"cpu": Recipe(budget=str(STEPS)), "gpu": GPU_BASE},
+    metrics=("test.mlm@32.accuracy", "test.whole_word@32.accuracy", "test.span@32.accuracy",
+             "test.topic_full.accuracy"),
+    downstream=True,
+    span_probe=True,
+))
+
+ATTENTION_POSITIONS = register_study(Study(
+    name="attention-positions",
+    description="BERT's learned absolute positions vs DeBERTa's disentangled relative attention vs ModernBERT's "
+                "rotary local/global attention at equal training FLOPs, trained on 32-token examples only, scored "
+                "at 32, 64 and 128 tokens",
+    arms={family: (family, {"budget": str(steps)}) for family, steps in EQUAL_FLOPS_STEPS.items()},
+    baseline="bert",
+    base={"cpu": Recipe(budget=str(STEPS), long_seq_len=0),
+          "gpu": Recipe(preset="mini", seq_len=128, long_seq_len=0, batch_size=256, budget="20000")},
+    metrics=("test.mlm@32.accuracy", "test.mlm@64.accuracy", "test.mlm@128.accuracy"),
+    score_lengths=(32, 64, 128),
+))
+
+
+# ============================================================================================
+# The studies at chapter 8's budget (issue 32: mini_bert/results/plan-3300.md)
+# ============================================================================================
+
+# The 600-step studies above ended on the unigram plateau, and their ELECTRA, trained with the
+# MLM recipe (25% masking), collapsed to a constant answer. Here each family trains with its own
+# paper's recipe at 3,300 steps (or their FLOPs), its learning rate chosen on validation by a
+# sweep of its own (study_lr_sweep), and is read downstream at 1,000 labels.
+STEPS_3300 = 3300
+ELECTRA_MASK_RATIO = 0.15  # ELECTRA's (the paper's appendix); BERT keeps the book's 25% (chapter 8)
+# Equal FLOPs, counted by torch on each recipe's first batch of the training split (a test
+# recounts them): BERT's step at 25% masking costs 8.26 GFLOPs, ELECTRA's at 15% 7.84 (its
+# generator, a quarter as wide, predicts fewer targets over the vocabulary than BERT's own head
+# does), DeBERTa's 8.65, ModernBERT's 8.26.
+ELECTRA_STEPS_3300 = 3477
+EQUAL_FLOPS_STEPS_3300 = {"bert": STEPS_3300, "deberta": 3150, "modernbert": 3298}
+# ELECTRA's rate is chosen on what the kept model is for (its generator's MLM is not it): the
+# mean of the three downstream validation accuracies; BERT's by the same, so that both families
+# are chosen alike.
+DOWNSTREAM_SWEEP_METRIC = "validation.downstream_mean.accuracy"
+
+ELECTRA_VS_MLM_3300 = register_study(Study(
+    name="electra-vs-mlm-3300",
+    description="ELECTRA with its paper's recipe (15% masking, a generator a quarter as wide, lambda 50) vs BERT's "
+                "MLM at equal training FLOPs, each family at its learning rate chosen on validation; fine-tuned and "
+                "frozen-probed at 1,000 labels",
+    arms={"mlm": ("bert", {}),
+          "electra": ("electra", {"mask_ratio": ELECTRA_MASK_RATIO, "budget": str(ELECTRA_STEPS_3300)})},
+    baseline="mlm",
+    base={"cpu": Recipe(), "gpu": GPU_BASE},
+    metrics=DOWNSTREAM_METRICS,
+    downstream=DOWNSTREAM_1000,
+    rtd_probe=True,
+    sweep_metric=DOWNSTREAM_SWEEP_METRIC,
+))
+
+ATTENTION_POSITIONS_3300 = register_study(Study(
+    name="attention-positions-3300",
+    description="BERT's learned absolute positions vs DeBERTa's relative attention vs ModernBERT's rotary "
+                "local/global attention at equal training FLOPs of chapter 8's 3,300 steps, trained on 32-token "
+                "examples only, scored at 32, 64 and 128 tokens, each family at its rate chosen on validation",
+    arms={family: (family, {"budget": str(steps)}) for family, steps in EQUAL_FLOPS_STEPS_3300.items()},
+    baseline="bert",
+    base={"cpu": Recipe(long_seq_len=0), "gpu": ATTENTION_POSITIONS.base["gpu"]},
+    metrics=("test.mlm@32.accuracy", "test.mlm@64.accuracy", "test.mlm@128.accuracy"),
+    score_lengths=(32, 64, 128),
+    # Chosen at the length they train on: choosing at 128 would choose for the length generalisation
+    # the study measures.
+    sweep_metric="validation.mlm@32.accuracy",
+))
+
+
+# SpanBERT's claim is about reading spans: besides held-out MLM with token, whole-word and span
+# masks, every arm is fine-tuned on the answer-span task (mini_bert.train.span_task: find where an
+# article says again what a blanked query span said), from 2,000 labelled examples, 128 tokens,
+# chapter 10's rate, stopped when validation stops improving for 2 epochs (the book's model
+# peaked at epoch 1 of 4 at 1,000 labels), three fine-tuning seeds as for the other tasks.
+ANSWER_SPAN_RUN = {"task": "answer-span", "labels": 2000, "max_length": 128, "max_eval": None, "epochs": 4,
+                   "patience": 2, "strategy": "full", "lr": 1e-3}
+DOWNSTREAM_SPANS = Downstream(runs={**DOWNSTREAM_1000.runs, "answer_span": ANSWER_SPAN_RUN}, repeats=3)
+
+SPAN_MASKING_3300 = register_study(Study(
+    name="span-masking-3300",
+    description="token, whole-word and span masking, and span masking + SpanBERT's span-boundary objective, at "
+                "chapter 8's 3,300 steps, each at its rate chosen on validation: held-out MLM with token, whole-word "
+                "and span masks, downstream at 1,000 labels and the answer-span task",
+    arms={"token": ("bert", {}), "whole-word": ("bert", {"masking_mode": "whole_word"}),
+          "span": ("bert", {"masking_mode": "span"}), "span-sbo": ("spanbert", {"masking_mode": "span"})},
+    baseline="token",
+    base={"cpu": Recipe(), "gpu": GPU_BASE},
+    metrics=("test.mlm@32.accuracy", "test.whole_word@32.accuracy", "test.span@32.accuracy",
+             "test.answer_span.accuracy"),
+    downstream=DOWNSTREAM_SPANS,
+    span_probe=True,
+))
+
+
+def study_lr_sweep(study: Study, factors: Sequence[float] = SWEEP_FACTORS,
+                   extended: dict[str, Sequence[float]] | None = None) -> Study:
+    """The learning-rate sweep of a study, registered as "{name}-lr": every arm at its own rate (cpu
+    scale) times each factor (and an arm named in `extended` times its further factors), scored as
+    the study scores (its downstream runs too, when the sweep chooses by them); run with one seed,
+    chosen by study.sweep_metric on validation."""
+    arms = {}
+    for arm, arm_factors in sweep_factors(study.arms, factors, extended).items():
+        family, changes = study.arms[arm]
+        lr = study.recipe(arm, "cpu", 0).lr
+        arms.update({sweep_arm(arm, lr * f): (family, {**changes, "lr": lr * f}) for f in arm_factors})
+    baseline_lr = study.recipe(study.baseline, "cpu", 0).lr
+    return register_study(Study(
+        name=f"{study.name}-lr", description=sweep_description(study.name, factors, extended, study.sweep_metric),
+        arms=arms, baseline=sweep_arm(study.baseline, baseline_lr), base={"cpu": study.base["cpu"]},
+        metrics=study.metrics, score_lengths=study.score_lengths,
+        downstream=study.downstream if study.sweep_metric == DOWNSTREAM_SWEEP_METRIC else False,
+        span_probe=False, rtd_probe=study.rtd_probe, sweep_metric=study.sweep_metric))
+
+
+for _study in (ELECTRA_VS_MLM_3300, ATTENTION_POSITIONS_3300, SPAN_MASKING_3300):
+    study_lr_sweep(_study)
+
+# ============================================================================================
+# One run: train (or not), score
+# ============================================================================================
+
+SPAN_PROBE_MODES = ("whole_word", "span")
+
+
+def span_scores(model: nn.Module, tokenizer, tokens: dict[str, list], length: int = 32) -> dict[str, float]:
+    """Held-out MLM with BERT's 15% chosen by whole words and by SpanBERT's spans instead of single
+    tokens (80/10/10 as ever; fixed masks): every piece of a word, or a run of words, to recover
+    from its surroundings alone. {"{split}.{mode}@{length}.accuracy" and ".loss"}."""
+    scores = {}
+    for mode in SPAN_PROBE_MODES:
+        recipe = Recipe(vocab_size=tokenizer.vocab_size, format="token_stream", seq_len=length, long_seq_len=0,
+                        mask_ratio=0.15, masking_mode=mode, static_masking=True, seed=EVAL_MASKING_SEED)
+        for split, split_tokens in tokens.items():
+            result = evaluate_mlm(model, PretrainingData.from_tokens(split_tokens, tokenizer, recipe))
+            scores[f"{split}.{mode}@{length}.accuracy"] = result["accuracy"]
+            scores[f"{split}.{mode}@{length}.loss"] = result["loss"]
+    return scores
+
+
+def binary_entropy(p: float) -> float:
+    """The cross-entropy (nats) of always answering the rate p of positives: the loss of the
+    constant predictor a discriminator must beat."""
+    return 0.0 if p <= 0 or p >= 1 else -(p * math.log(p) + (1 - p) * math.log(1 - p))
+
+
+@torch.no_grad()
+def rtd_scores(model: ElectraForPreTraining, tokenizer, tokens: dict[str, list], length: int = 32
+               ) -> dict[str, float]:
+    """ELECTRA's replaced-token detection on held-out text: the model's own masking (its recipe's
+    15%, fixed masks) and its generator's samples (drawn from a fixed seed, the caller's random
+    state left as it was), the discriminator scored on every real token.
+    {"{split}.rtd.{loss, accuracy, replaced_recall, replaced_rate, constant_loss}"}: constant_loss
+    is the loss of always answering the replaced rate. A discriminator that has collapsed to the
+    constant answer has loss ~ constant_loss and replaced_recall ~ 0 (chapter 15's 600-step run)."""
+    recipe = Recipe(vocab_size=tokenizer.vocab_size, format="token_stream", seq_len=length, long_seq_len=0,
+                    mask_ratio=ELECTRA_MASK_RATIO, static_masking=True, seed=EVAL_MASKING_SEED)
+    objective = electra_objectives()[1]
+    scores = {}
+    was_training = model.training
+    model.eval()
+    with preserved_random_state():
+        torch.manual_seed(EVAL_MASKING_SEED)
+        for split, split_tokens in tokens.items():
+            totals: dict[str, float] = {}
+            for batch in PretrainingData.from_tokens(split_tokens, tokenizer, recipe).batches(64):
+                out = model.bert(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+                for key, value in objective(model, out, batch).stats.items():
+                    totals[key] = totals.get(key, 0.0) + value
+            rate = totals["replaced"] / max(totals["count"], 1)
+            scores.update({f"{split}.rtd.loss": totals["loss_sum"] / max(totals["count"], 1),
+                           f"{split}.rtd.accuracy": totals["correct"] / max(totals["count"], 1),
+                           f"{split}.rtd.replaced_recall": totals["correct_replaced"] / max(totals["replaced"], 1),
+                           f"{split}.rtd.replaced_rate": rate, f"{split}.rtd.constant_loss": binary_entropy(rate)})
+    model.train(was_training)
+    return scores
+
+
+def bert_checkpoint(encoder: nn.Module, tokenizer, recipe: Recipe, folder: Path, seed: int) -> Path:
+    """`encoder` (a BertModel, with or without pooler) as a BertForPreTraining checkpoint that
+    chapter 10's fine-tuning loads; the parts it lacks (pooler, heads) start as the seed's."""
+    seed_everything(seed)
+    model = BertForPreTraining(encoder.config)
+    missing, unexpected = model.bert.load_state_dict(encoder.state_dict(), strict=False)
+    if unexpected or any(not k.startswith("pooler.") for k in missing):
+        raise ValueError(f"not a BERT encoder: missing {missing}, unexpected {unexpected}")
+    return save_checkpoint(folder / "encoder", model, tokenizer, recipe=recipe)
+
+
+def run_arm(study: Study, arm: str, seed: int, scale: str = "cpu", *, device=None,
+            prefix: Prefix | None = None) -> dict:
+    """Train one arm with one seed (arm=UNTRAINED: the baseline's initial weights, untrained) and
+    score it: held-out MLM at the study's lengths, plus its span probe and downstream runs.
+    prefix: a fingerprint's run (`arm_fingerprint`): the first steps only, scored on a few
+    held-out articles, downstream runs cut short; the record also holds the losses of every step,
+    the parameter norm, the batches' hashes and the downstream runs' counts."""
+    started = time.perf_counter()
+    recipe = study.recipe(arm, scale, seed)
+    family = study.family(arm)
+    tokenizer = default_tokenizer(recipe.vocab_size)
+    batches, (train_data, *_) = recipe_batches(load_corpus("train"), tokenizer, recipe)
+    model, objectives = build_family(family, recipe, tokenizer)
+    # One step's FLOPs, counted on the first batch before training. ELECTRA's count draws its generator's
+    # samples from the generator the seed set, so the count is part of the run: chapter 15, training a
+    # logged run again by hand, counts first too.
+    probe_batch = batches(0, 0.0)
+    flops = step_flops(model, objectives, probe_batch)
+    initial = None if prefix is None else {k: v.detach().clone() for k, v in model.named_parameters()}
+    history = {}
+    if arm != UNTRAINED:
+        history = train_with(model, objectives, batches, recipe if prefix is None else prefix_recipe(recipe, prefix),
+                             device=device if prefix is None else "cpu",
+                             stop_at_step=None if prefix is None else prefix.steps)
+    model.eval()
+    few = {} if prefix is None else heldout_slices(prefix)
+    metrics = flatten_metrics(score(model, tokenizer, lengths=study.score_lengths,
+                                    unigram=unigram_token(train_data.tokens, tokenizer), **few))
+    if study.span_probe:
+        tokens = {split: tokenize_documents(few.get(f"{split}_documents") or load_corpus(split), tokenizer)
+                  for split in ("validation", "test")}
+        metrics.update(span_scores(model, tokenizer, tokens))
+    if study.rtd_probe and family == "electra":
+        tokens = {split: tokenize_documents(few.get(f"{split}_documents") or load_corpus(split), tokenizer)
+                  for split in ("validation", "test")}
+        metrics.update(rtd_scores(model, tokenizer, tokens))
+    counts = None if prefix is None else {}
+    if study.downstream:
+        with tempfile.TemporaryDirectory() as folder:
+            checkpoint = bert_checkpoint(encoder_of(model).cpu(), tokenizer, recipe, Path(folder), seed)
+            metrics.update(downstream_scores(checkpoint, seed, device=device if prefix is None else "cpu",
+                                             prefix=prefix, counts=counts, downstream=study.downstream_runs))
+    curve = training_curve(history) if history else {}
+    for name in (o.name for o in objectives if o.name != "mlm"):
+        if history:
+            curve[f"{name}_loss"] = training_curve({"step": history["step"], "mlm_loss": history[f"{name}_loss"]})[
+                "mlm_loss"]
+    record = {"arm": arm, "seed": seed, "family": family, "recipe": recipe.to_dict(), "metrics": metrics,
+              "curve": curve, "steps": history["step"][-1] if history else 0,
+              "train_seconds": history["seconds"][-1] if history else 0.0,
+              "step_flops": flops, "parameters": sum(p.numel() for p in model.parameters()),
+              "encoder_parameters": sum(p.numel() for p in encoder_of(model).parameters()),
+              "seconds": round(time.perf_counter() - started, 1),
+              "provenance": {"code_version": code_version(*STUDY_CODE), "torch": torch.__version__,
+                             "python": platform.python_version(), "threads": torch.get_num_threads()}}
+    if prefix is not None:
+        losses = {k: v for k, v in history.items() if k.endswith("loss") or k in ("lr", "mlm_accuracy")}
+        record.update(history=losses, parameter_norm=parameter_norm(model), update_norm=update_norm(model, initial),
+                      downstream_counts=counts,
+                      batches=batch_exact(batches, chosen_steps(prefix_recipe(recipe, prefix), batches, prefix.steps)))
+    return record
+
+
+@isolated
+def arm_fingerprint(study: Study, arm: str, seed: int, scale: str = "cpu", *, prefix: Prefix = PREFIX) -> dict:
+    """The fingerprint of a study's record (mini_bert.train.fingerprint): run_arm on the arm's prefix."""
+    record = run_arm(study, arm, seed, scale, prefix=prefix)
+    definition = {"family": record["family"], "recipe": record["recipe"], "untrained": arm == UNTRAINED,
+                  "score_lengths": list(study.score_lengths), "span_probe": study.span_probe,
+                  "downstream": study.downstream_runs.definition() if study.downstream else None}
+    if study.rtd_probe:  # (the studies of 600 steps had no such key: their definitions stay as logged)
+        definition["rtd_probe"] = True
+    counts, losses = split_downstream_counts(record["downstream_counts"])
+    exact = {"steps": record["steps"], "step_flops": record["step_flops"], "parameters": record["parameters"],
+             "encoder_parameters": record["encoder_parameters"], **record["batches"], **counts}
+    close = {"metrics": record["metrics"], "history": record["history"], "parameter_norm": record["parameter_norm"],
+             "update_norm": record["update_norm"], "downstream_loss": losses}
+    return fingerprint(definition, exact, rounded(close), prefix)
+
+
+# ============================================================================================
+# A study's grid: every arm x seed and the untrained control, into one log
+# ============================================================================================
+
+def study_path(name: str, scale: str) -> Path:
+    return RESULTS_DIR / f"{name}-{scale}.json"
+
+
+def study_command(name: str, seeds: Sequence[int], scale: str) -> str:
+    count = list(seeds) == list(range(len(seeds)))
+    return (f"python -m mini_bert study {name} --seeds {len(seeds) if count else ','.join(map(str, seeds))} "
+            f"--scale {scale}")
+
+
+def study_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu", device=None,
+               results: str | Path | None = None, jobs: int = 1, threads: int | None = None,
+               arms: Sequence[str] | None = None, progress: bool = True) -> GridResult:
+    """Run every arm x seed of study `name` and the untrained control of every seed (or `arms`
+    only) into its log (default results/{name}-{scale}.json), rewritten after every run so that a
+    stopped command resumes; `jobs` worker processes of `threads` torch threads each."""
+    study = get_study(name)
+    seeds = seed_list(seeds)
+    arm_names = [*study.arms, UNTRAINED] if arms is None else list(arms)
+    for arm in arm_names:
+        study.recipe(arm, scale, 0)  # unknown arms and scales fail here, before anything trains
+    path = Path(results) if results is not None else study_path(name, scale)
+    header = {"format": RESULTS_FORMAT, "experiment": name, "scale": scale, "max_docs": None,
+              "code_version": code_version(*STUDY_CODE), "command": study_command(name, seeds, scale),
+              "description": study.description, "baseline": study.baseline, "metrics": list(study.metrics)}
+    run_log(LogPlan(
+        path=path, header=header, read=read_results, identity={"experiment": "study", "scale": "scale"},
+        arms=arm_names, seeds=seeds, order=[*study.arms, UNTRAINED], work=run_arm,
+        item=lambda arm, seed: dict(study=study, arm=arm, seed=seed, scale=scale, device=device),
+        fingerprint_of=lambda arm, seed, prefix: arm_fingerprint(study, arm, seed, scale, prefix=prefix),
+        command=lambda seeds: study_command(name, seeds, scale), command_covers_log=True, date_every_write=True,
+        jobs=jobs, threads=threads or 1, description=f"study {name}"), progress)
+    return load_study(name, scale, results=path)
+
+
+def load_study(name: str, scale: str = "cpu", *, results: str | Path | None = None) -> GridResult:
+    """A study's log as a runs.GridResult (tables with paired differences, plot_grid); its
+    `code_version` is the study code's (code_version(*STUDY_CODE)), which `.stale` compares."""
+    study = get_study(name)
+    path = Path(results) if results is not None else study_path(name, scale)
+    if not path.is_file():
+        raise FileNotFoundError(f"no study log {path}: run {study_command(name, range(3), scale)}")
+    log = read_results(path)
+    return GridResult(study.experiment, log["scale"], log["runs"], path, log["code_version"], STUDY_CODE)
+
+
+def median_train_seconds(result: GridResult, arm: str) -> float:
+    """The median training time of an arm's runs in a study log (seconds of the loop alone)."""
+    values = sorted(r["train_seconds"] for r in result.runs if r["arm"] == arm)
+    if not values:
+        raise ValueError(f"no runs of arm {arm!r}")
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+

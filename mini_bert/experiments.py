@@ -1,0 +1,43 @@
+"""Every experiment the book runs, in one registry.
+
+Each kind of experiment is defined, and registered by name, in the module of its chapter:
+- "grid": pretraining grids (mini_bert.train.runs.Experiment): chapter 8's, Part III's in
+  mini_bert.improve (roberta, sharing, ablations), with their learning-rate sweeps;
+- "finetune": fine-tuning studies (mini_bert.train.finetune_runs.Study), chapter 10;
+- "study": chapter 15's studies at equal compute (mini_bert.beyond.equal_compute.Study);
+- "specialised": chapter 17's grids (mini_bert.smaller.specialised).
+Importing this module imports all of those modules, so every name resolves here whatever else
+has been imported: the command line, the provenance check and the tests look experiments up
+through it, never through a module that happens to have been imported first.
+"""
+from __future__ import annotations
+
+from .beyond import equal_compute
+from .improve import ablations, roberta, sharing  # noqa: F401  (they register Part III's grids)
+from .smaller import specialised
+from .train import finetune_runs, runs
+
+REGISTRIES = {
+    "grid": runs.EXPERIMENTS,
+    "finetune": finetune_runs.STUDIES,
+    "study": equal_compute.STUDIES,
+    "specialised": specialised.STUDIES,
+}
+
+
+def names(kind: str | None = None) -> list[str]:
+    """The registered names of one kind (REGISTRIES), or of every kind."""
+    if kind is not None and kind not in REGISTRIES:
+        raise ValueError(f"unknown kind of experiment {kind!r}; the kinds: {', '.join(REGISTRIES)}")
+    kinds = [kind] if kind else list(REGISTRIES)
+    return [name for k in kinds for name in REGISTRIES[k]]
+
+
+def find(name: str) -> tuple[str, object]:
+    """(kind, definition) of the experiment registered as `name`, of whatever kind."""
+    found = [(kind, registry[name]) for kind, registry in REGISTRIES.items() if name in registry]
+    if not found:
+        raise ValueError(f"no experiment is named {name!r}; the experiments: {', '.join(names())}")
+    if len(found) > 1:  # tests/test_layout.py keeps the names apart
+        raise ValueError(f"{name!r} names a {found[0][0]} and a {found[1][0]}")
+    return found[0]

@@ -1,0 +1,231 @@
+"""The grids of the chapter on smaller and specialised encoders (issue 29), defined before any run.
+
+The plan they follow, with budgets, seeds, margins and the verdict rule, is
+mini_bert/results/plan-distillation.md; it was committed before any of these runs.
+
+- `distillation`: at chapter 10's label budgets, a MiniLM teacher fine-tuned on the budget's
+  labels, and our tiny student trained (a) on the labels alone, (b) on the teacher's soft targets
+  over the task's unlabelled training articles, (b') on both; the same for an untrained student
+  (does distillation need pretraining?); TF-IDF on the labels. At 1,000 labels also (c): a
+  three-layer MiniLM (DistilBERT's every-other-layer start, the teacher's vocabulary, width and
+  heads, so no projection is needed) trained on the labels, on soft targets, and with the
+  hidden-state (TinyBERT's uniform layer map, identity projection) or last-layer attention
+  (MiniLM's) transfer term added.
+- `domain-adaptation`: the book's model continued for the same extra steps on general text (the
+  control), on one domain's articles (DAPT) and on the in-domain task's own training sentences
+  (TAPT), against the model as it is and an untrained one; scored on held-out MLM inside and
+  outside the domain, and fine-tuned on truecasing inside and outside the domain and on topics.
+
+Every arm is data (a dict), checked on import by the pieces that will run it (FinetuneConfig,
+DistillConfig, the finetuning settings), so a typo fails here rather than hours into a grid.
+`VERDICTS` lists, per study, the comparisons the chapter reads and their margins, fixed now;
+`verdicts` reads them from a log's records with mini_bert.train.runs.verdict.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from ..train.finetune_runs import labels_epochs
+from ..train.finetune_runs import run_settings
+from ..train.finetuning import FinetuneConfig
+from ..train.runs import SCALES, Verdict, verdict
+from .distillation import DistillConfig
+
+SEEDS = 5  # from the power calculation in plan-distillation.md (3 seeds cannot show equivalence at 0.02)
+
+# ============================================================================================
+# Distillation
+# ============================================================================================
+
+LABEL_BUDGETS = {"cpu": (100, 300, 1000), "gpu": (100, 300, 1000, None)}  # chapter 10's (None: all 7,258)
+TEMPERATURES = (1.0, 2.0, 4.0)  # chosen on validation with seed 0 at 1,000 labels (the plan), then fixed
+TEMPERATURE = 2.0  # the arms' temperature until that choice is made and written here
+TEACHER_RATE = {"cpu": 3e-4, "gpu": 5e-5}  # chapter 10: MiniLM full fine-tuning's best (initialisations / reference)
+
+
+def _student(init: str, labels: int | None, scale: str, **changes) -> dict:
+    """Chapter 10's data-efficiency settings for `init` at `labels` (full fine-tuning at 1e-3 on the
+    CPU, 3e-4 on the GPU; 64 / 128 tokens; epochs by labels_epochs; patience 3)."""
+    cpu = scale == "cpu"
+    return {"init": init, "task": "topic", "labels": labels, "max_length": 64 if cpu else 128,
+            "strategy": "full", "lr": 1e-3 if cpu else 3e-4, "epochs": labels_epochs(labels), "patience": 3,
+            **changes}
+
+
+def _teacher(labels: int | None, scale: str) -> dict:
+    return _student("minilm", labels, scale, lr=TEACHER_RATE[scale], pooling="pooler")
+
+
+def distillation_arms(scale: str) -> dict[str, dict]:
+    """{arm: {"role", "finetune": run settings, "distillation": DistillConfig fields or None,
+    "pool": unlabelled articles ("all": every training article of the task)}}."""
+    soft = {"temperature": TEMPERATURE}
+    both = {"temperature": TEMPERATURE, "label_weight": 1.0}
+    # Distillation sees every unlabelled training article once an epoch (7,258 on the CPU: 227
+    # steps of 32), so it gets fewer epochs than a small labelled set: 3 for the tiny student, 1
+    # for the three-layer MiniLM (15 times the tiny model's step).
+    arms: dict[str, dict] = {}
+    for n in LABEL_BUDGETS[scale]:
+        tag = f"labels={n or 'all'}"
+        arms[f"teacher/{tag}"] = {"role": "teacher", "finetune": _teacher(n, scale), "distillation": None}
+        arms[f"tfidf/{tag}"] = {"role": "tfidf", "finetune": {"task": "topic", "labels": n}, "distillation": None}
+        for init in ("tiny-wiki", "scratch"):
+            arms[f"{init}/labels/{tag}"] = {"role": "student", "finetune": _student(init, n, scale),
+                                           "distillation": None}
+            for name, terms in (("soft", soft), ("soft+labels", both)):
+                arms[f"{init}/{name}/{tag}"] = {
+                    "role": "student", "finetune": _student(init, n, scale, epochs=3, patience=None),
+                    "distillation": terms, "pool": "all"}
+    n = 1000
+    tag = f"labels={n}"
+    l3 = _student("minilm-l3", n, scale, lr=TEACHER_RATE[scale], pooling="pooler")
+    l3_soft = {**l3, "epochs": 1, "patience": None}
+    arms[f"minilm-l3/labels/{tag}"] = {"role": "student", "finetune": l3, "distillation": None}
+    for name, terms in (("soft", {}), ("soft+hidden", {"hidden_weight": 1.0}),
+                        ("soft+attention", {"attention_weight": 1.0})):
+        arms[f"minilm-l3/{name}/{tag}"] = {"role": "student", "finetune": l3_soft,
+                                          "distillation": {**soft, **terms}, "pool": "all"}
+    return arms
+
+
+# ============================================================================================
+# Domain adaptation
+# ============================================================================================
+
+EXTRA_STEPS = {"cpu": 600, "gpu": 3300}  # the same for every continued arm (equal extra compute)
+CONTINUATION_RATES = (5e-4, 1e-3, 2e-3)  # each continued arm's rate chosen from these, seed 0 (the plan)
+
+
+def adaptation_arms(scale: str) -> dict[str, dict]:
+    """{arm: {"text": what it continues on ("none": the model as it is, "untrained": the recipe's
+    initial weights), "steps", "lr"}}; TAPT's text is the in-domain task's drawn training sentences."""
+    steps = EXTRA_STEPS[scale]
+    arms = {"tiny-wiki": {"text": "none", "steps": 0, "lr": None},
+            "untrained": {"text": "untrained", "steps": 0, "lr": None}}
+    for text in ("general", "domain", "task"):
+        arms[f"{text}-{steps}"] = {"text": text, "steps": steps, "lr": 1e-3}
+    return arms
+
+
+ADAPTATION_DOWNSTREAM = {
+    # chapter 10's tasks study (truecase, 2,000 labelled sentences, full at 1e-3, 4 epochs) inside and outside
+    "truecase_in": {"task": "truecase-in", "labels": 2000, "max_length": 64, "strategy": "full", "lr": 1e-3,
+                    "epochs": 4},
+    "truecase_out": {"task": "truecase-out", "labels": 2000, "max_length": 64, "strategy": "full", "lr": 1e-3,
+                     "epochs": 4},
+    # chapter 10's data-efficiency run at 1,000 labels: what adapting to one domain costs a general task
+    "topic": {"task": "topic", "labels": 1000, "max_length": 64, "strategy": "full", "lr": 1e-3,
+              "epochs": 4, "patience": 3},
+}
+
+# ============================================================================================
+# The studies and the comparisons their verdicts read (margins fixed before the runs)
+# ============================================================================================
+
+
+@dataclass(frozen=True)
+class Comparison:
+    metric: str
+    arm: str
+    baseline: str
+    margin: float
+    question: str
+
+
+@dataclass
+class SpecialisedStudy:
+    name: str
+    description: str
+    arms: dict[str, dict[str, dict]]  # {scale: {arm: definition}}
+    seeds: int = SEEDS
+    comparisons: list[Comparison] = field(default_factory=list)
+
+
+def _distillation_comparisons() -> list[Comparison]:
+    out = []
+    for n in LABEL_BUDGETS["cpu"]:
+        tag = f"labels={n}"
+        for name in ("soft", "soft+labels"):
+            out.append(Comparison("test.accuracy", f"tiny-wiki/{name}/{tag}", f"tiny-wiki/labels/{tag}", 0.02,
+                                  f"does distillation help the tiny student at {n} labels?"))
+        out.append(Comparison("test.accuracy", f"tiny-wiki/soft+labels/{tag}", f"teacher/{tag}", 0.02,
+                              f"how far below its teacher is the distilled student at {n} labels?"))
+        out.append(Comparison("test.accuracy", f"tiny-wiki/soft+labels/{tag}", f"tfidf/{tag}", 0.02,
+                              f"does the distilled student beat TF-IDF at {n} labels?"))
+        out.append(Comparison("test.accuracy", f"scratch/soft/{tag}", f"scratch/labels/{tag}", 0.02,
+                              f"does distillation help an untrained student at {n} labels?"))
+    for name in ("soft+hidden", "soft+attention"):
+        out.append(Comparison("test.accuracy", f"minilm-l3/{name}/labels=1000", "minilm-l3/soft/labels=1000", 0.02,
+                              f"does the {name.split('+')[1]} transfer term add to the soft targets?"))
+    out.append(Comparison("test.accuracy", "minilm-l3/soft/labels=1000", "minilm-l3/labels/labels=1000", 0.02,
+                          "does distillation help a student that shares the teacher's vocabulary?"))
+    return out
+
+
+def _adaptation_comparisons() -> list[Comparison]:
+    steps = EXTRA_STEPS["cpu"]
+    out = []
+    for arm, question in ((f"domain-{steps}", "the domain's text (DAPT)"), (f"task-{steps}", "the task's text (TAPT)")):
+        out += [Comparison("test.truecase_in.macro_f1", arm, f"general-{steps}", 0.005,
+                           f"does continuing on {question} beat continuing on general text, inside the domain?"),
+                Comparison("test.truecase_out.macro_f1", arm, f"general-{steps}", 0.005,
+                           f"what does continuing on {question} cost outside the domain?"),
+                Comparison("test.topic.accuracy", arm, f"general-{steps}", 0.02,
+                           f"what does continuing on {question} cost a general task?"),
+                Comparison("test.domain.mlm@128.accuracy", arm, f"general-{steps}", 0.005,
+                           f"is {question} better held-out MLM inside the domain?")]
+    out += [Comparison("test.truecase_in.macro_f1", f"general-{steps}", "tiny-wiki", 0.005,
+                       "does more training on the same text help at all?"),
+            Comparison("test.truecase_in.macro_f1", "tiny-wiki", "untrained", 0.005,
+                       "precondition: the pretrained model beats the untrained one inside the domain")]
+    return out
+
+
+STUDIES: dict[str, SpecialisedStudy] = {
+    "distillation": SpecialisedStudy(
+        "distillation", "MiniLM teacher -> our tiny student (and a three-layer MiniLM) at 100, 300 and 1,000 labels: "
+        "labels alone, soft targets over the unlabelled articles, both, token-level transfer; TF-IDF and the teacher",
+        {scale: distillation_arms(scale) for scale in SCALES}, comparisons=_distillation_comparisons()),
+    "domain-adaptation": SpecialisedStudy(
+        "domain-adaptation", "the book's model continued on general text, on one domain's articles (DAPT) and on the "
+        "in-domain task's sentences (TAPT) at equal extra steps; truecasing inside and outside the domain, topics",
+        {scale: adaptation_arms(scale) for scale in SCALES}, comparisons=_adaptation_comparisons()),
+}
+
+
+def check_study(study: SpecialisedStudy) -> None:
+    """Every arm's settings through the code that will run them; every comparison names arms of the
+    cpu scale; at least 3 seeds."""
+    if study.seeds < 3:
+        raise ValueError(f"study {study.name!r}: at least 3 seeds, got {study.seeds}")
+    for scale, arms in study.arms.items():
+        for arm, definition in arms.items():
+            settings = definition.get("finetune")
+            if settings is not None and definition["role"] != "tfidf":
+                known = {k: v for k, v in settings.items() if k != "init"}
+                run_settings(**known)  # names, task and values as run_finetune checks them
+                FinetuneConfig(**{k: v for k, v in settings.items() if k in ("strategy", "lr", "epochs", "patience",
+                                                                              "pooling", "max_length")})
+            if definition.get("distillation") is not None:
+                DistillConfig(**definition["distillation"])
+    for c in study.comparisons:
+        for arm in (c.arm, c.baseline):
+            if arm not in study.arms["cpu"]:
+                raise ValueError(f"study {study.name!r}: comparison {c.question!r} names no arm {arm!r}")
+
+
+for _study in STUDIES.values():
+    check_study(_study)
+for _settings in ADAPTATION_DOWNSTREAM.values():  # the domain's truecase tasks take chapter 10's truecase settings
+    run_settings(**{**_settings, "task": "truecase" if _settings["task"].startswith("truecase") else _settings["task"]})
+
+
+def verdicts(study: SpecialisedStudy, records: Sequence[dict]) -> list[tuple[Comparison, Verdict]]:
+    """Each comparison of `study` on a log's records ({"arm", "seed", "metrics"}), by the book's
+    rule (mini_bert.train.runs.verdict: different / equivalent within the margin / inconclusive)."""
+    def by_seed(arm: str, metric: str) -> dict[int, float]:
+        return {r["seed"]: r["metrics"][metric] for r in records if r["arm"] == arm and metric in r["metrics"]}
+
+    return [(c, verdict(by_seed(c.arm, c.metric), by_seed(c.baseline, c.metric), c.margin))
+            for c in study.comparisons]
