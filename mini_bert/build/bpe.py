@@ -260,7 +260,7 @@ class BPETokenizer(SpecialTokenIds):
         self.ids_to_tokens: list[str] = sorted(vocab, key=vocab.get)
         self.merges: list[tuple[str, str]] = merges
         self.ranks = {pair: rank for rank, pair in enumerate(merges)}  # lower rank = merged earlier
-        self._cache: dict[str, tuple[int, ...]] = {}  # chunk -> ids
+        self._chunk_cache: dict[str, tuple[int, ...]] = {}  # chunk -> ids (SpecialTokenIds.encode)
         self._fast = None
 
     # ---- files -----------------------------------------------------------------------------
@@ -332,23 +332,11 @@ class BPETokenizer(SpecialTokenIds):
             parts = merged
         return parts
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids of `text`, without <s>/</s> (see encode_pair for model inputs)."""
-        check_text(text)
-        cache = self._cache
-        if len(cache) > 500_000:
-            cache.clear()
-        ids: list[int] = []
-        for chunk in gpt2_pattern().findall(text):
-            cached = cache.get(chunk)
-            if cached is None:
-                cached = cache[chunk] = tuple(self.vocab[t] for t in self.bpe(to_byte_chars(chunk)))
-            ids.extend(cached)
-        return ids
+    def chunks(self, text: str) -> list[str]:
+        return gpt2_pattern().findall(text)
 
-    def tokenize(self, text: str) -> list[str]:
-        """The tokens of `text` in stand-in characters: "Hello world" -> ["Hello", "Ġworld"]."""
-        return [self.ids_to_tokens[i] for i in self.encode(text)]
+    def encode_chunk(self, chunk: str) -> tuple[int, ...]:
+        return tuple(self.vocab[t] for t in self.bpe(to_byte_chars(chunk)))
 
     def encode_pair(self, a: str, b: str | None = None, max_length: int | None = None,
                     pad_to: int | None = None) -> Encoding:

@@ -303,10 +303,40 @@ def build_encoding(first: list[int], second: list[int] | None, cls_id: int, sep_
 
 class SpecialTokenIds:
     """What BERT's and RoBERTa's tokenizers share: the ids of their special tokens and batch
-    encoding. A subclass names its special-token strings (TOKENS) and defines encode() and
-    to_fast(); `self.vocab` maps token -> id."""
+    encoding, and encoding by remembered chunks. A subclass names its special-token strings
+    (TOKENS), defines chunks(), encode_chunk() and to_fast(), and sets `self.vocab` (token -> id),
+    `self.ids_to_tokens` and `self._chunk_cache` ({})."""
 
     TOKENS: dict[str, str] = {}  # role ("pad", "unk", "cls", "sep", "mask") -> the token's text
+    CHUNK_CACHE_LIMIT = 500_000  # a bound, so that streaming endless text cannot eat memory
+
+    def chunks(self, text: str) -> list[str]:
+        """The pieces of `text` that encode independently of each other (whitespace runs, GPT-2's
+        pattern): what encode() remembers."""
+        raise NotImplementedError
+
+    def encode_chunk(self, chunk: str) -> tuple[int, ...]:
+        raise NotImplementedError
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`, without the special tokens (see encode_pair for model inputs). Each
+        distinct chunk is encoded once and remembered: a corpus repeats most of its words."""
+        check_text(text)
+        cache = self._chunk_cache
+        if len(cache) > self.CHUNK_CACHE_LIMIT:
+            cache.clear()
+        ids: list[int] = []
+        for chunk in self.chunks(text):
+            cached = cache.get(chunk)
+            if cached is None:
+                cached = cache[chunk] = self.encode_chunk(chunk)
+            ids.extend(cached)
+        return ids
+
+    def tokenize(self, text: str) -> list[str]:
+        """The tokens of `text` as strings: "tokenization" -> ["token", "##ization"] (WordPiece),
+        "Hello world" -> ["Hello", "Ġworld"] (byte-level BPE, in its stand-in characters)."""
+        return [self.ids_to_tokens[i] for i in self.encode(text)]
 
     @property
     def vocab_size(self) -> int:
@@ -383,7 +413,7 @@ class WordPieceTokenizer(SpecialTokenIds):
         # Text is mostly the same words over and over, so we remember what every whitespace-
         # separated chunk became. This turns the pure-Python encoder from minutes into a second
         # on the corpus (the normalisation and the greedy search run once per distinct chunk).
-        self._chunk_cache: dict[str, tuple[int, ...]] = {}
+        self._chunk_cache: dict[str, tuple[int, ...]] = {}  # chunk -> ids (SpecialTokenIds.encode)
         self._fast = None  # the tokenizers.Tokenizer twin, built on first use
 
     # ---- construction and saving ---------------------------------------------------------
@@ -422,32 +452,17 @@ class WordPieceTokenizer(SpecialTokenIds):
 
     # ---- encoding --------------------------------------------------------------------------
 
-    def _encode_chunk(self, chunk: str) -> tuple[int, ...]:
+    def chunks(self, text: str) -> list[str]:
+        # Splitting the raw text on whitespace first is safe: normalisation never moves text
+        # across a whitespace character, so each chunk normalises the same on its own.
+        return _WHITESPACE_RUN.split(text)
+
+    def encode_chunk(self, chunk: str) -> tuple[int, ...]:
         ids = []
         for word in split_words(normalize(chunk, self.lowercase)):
             pieces = wordpiece(word, self.vocab, self._max_piece_chars)
             ids.extend([self.unk_id] if pieces is None else [self.vocab[p] for p in pieces])
         return tuple(ids)
-
-    def encode(self, text: str) -> list[int]:
-        """Token ids of `text`, without [CLS]/[SEP] (see encode_pair for model inputs)."""
-        check_text(text)
-        cache = self._chunk_cache
-        if len(cache) > 500_000:  # a bound, so that streaming endless text cannot eat memory
-            cache.clear()
-        ids: list[int] = []
-        # Splitting the raw text on whitespace first is safe: normalisation never moves text
-        # across a whitespace character, so each chunk normalises the same on its own.
-        for chunk in _WHITESPACE_RUN.split(text):
-            cached = cache.get(chunk)
-            if cached is None:
-                cached = cache[chunk] = self._encode_chunk(chunk)
-            ids.extend(cached)
-        return ids
-
-    def tokenize(self, text: str) -> list[str]:
-        """The pieces of `text` as strings: "tokenization" -> ["token", "##ization"]."""
-        return [self.ids_to_tokens[i] for i in self.encode(text)]
 
     def encode_pair(self, a: str, b: str | None = None, max_length: int | None = None,
                     pad_to: int | None = None) -> Encoding:
