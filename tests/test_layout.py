@@ -199,3 +199,17 @@ def test_the_readme_imports_only_what_mini_bert_exports():
     assert named <= set(mini_bert.__all__)
     assert all(getattr(mini_bert, name) is not None for name in mini_bert.__all__)
     assert {"default_tokenizer", "WordPieceTokenizer", "BPETokenizer"} <= set(mini_bert.__all__)
+
+
+def test_every_part_is_a_package_git_tracks():
+    """Each part has its __init__.py (a folder without one is a namespace package, which
+    setuptools' find does not ship), and git tracks every module: an ignore rule once hid
+    mini_bert/build/ from a clean clone."""
+    for part in ORDER[:-1]:
+        assert (PACKAGE / part / "__init__.py").is_file(), part
+    listed = subprocess.run(["git", "ls-files", "--", "mini_bert"], cwd=PACKAGE.parent, capture_output=True, text=True)
+    if listed.returncode != 0 or not listed.stdout:
+        pytest.skip("not a git checkout")
+    tracked = {PACKAGE.parent / line for line in listed.stdout.splitlines()}
+    untracked = [p.relative_to(PACKAGE).as_posix() for p in package_modules().values() if p not in tracked]
+    assert untracked == []
