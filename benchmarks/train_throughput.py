@@ -91,7 +91,7 @@ def make_batch(cfg: BertConfig, B: int, T: int, seed: int = 0) -> dict:
 def build_pair(cfg: BertConfig, device: torch.device):
     from transformers import BertForPreTraining as HFBertForPreTraining
 
-    from mini_bert.build.hf import config_to_transformers
+    from mini_bert.build.bert_hf import config_to_transformers
 
     torch.manual_seed(0)
     ours = BertForPreTraining(cfg).to(device).train()

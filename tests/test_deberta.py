@@ -25,11 +25,10 @@ from mini_bert.beyond.deberta import (
     config_from_transformers,
     config_to_transformers,
     formula_parameters,
-    from_transformers,
     log_bucket_position,
     relative_position_index,
-    to_transformers,
 )
+from mini_bert.hf import from_transformers, to_transformers
 
 from conftest import PARITY_TOL, assert_same_state, assert_tied, max_diff, randomize
 

@@ -10,13 +10,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach the netwo
 import pytest
 import torch
 
+from mini_bert import hf
 from mini_bert.beyond import electra
 from mini_bert.train.batches import GlobalBatches, PretrainingData
 from mini_bert.build.config import IGNORE_INDEX, BertConfig
 from mini_bert.beyond.electra import (ElectraDiscriminator, ElectraForPreTraining, ReplacedTokenDetection, electra_objectives,
                                generator_config)
 from mini_bert.train.loop import PretrainingNet, Processes, autocast_context, make_optimizer, train_step
-from mini_bert.build.model import BertForMaskedLM
+from mini_bert.build.model import BertForMaskedLM, BertModel
 from mini_bert.train.recipe import Recipe
 
 from conftest import PARITY_TOL, TINY, assert_same_state, assert_tied, randomize
@@ -294,10 +295,21 @@ CASES = {
              num_hidden_layers=2, max_position_embeddings=40)),
 }
 HALVES = ("ElectraForPreTraining", "ElectraForMaskedLM")
+# Every class mini_bert.hf converts, transformers' -> ours. ElectraModel, the bare encoder most
+# checkpoints are loaded as, is the discriminator's encoder: our BertModel without a pooler.
+OURS = {"ElectraForPreTraining": ElectraDiscriminator, "ElectraForMaskedLM": BertForMaskedLM, "ElectraModel": BertModel}
+
+
+def fields_of(case: str, cls: str) -> dict:
+    return CASES[case][1 if cls == "ElectraForMaskedLM" else 0]
+
+
+def build(cls: str, cfg: BertConfig):
+    return BertModel(cfg, add_pooling_layer=False) if cls == "ElectraModel" else OURS[cls](cfg)
 
 
 def hf_config(case: str, half: str, attn_implementation: str = "eager", **changes):
-    fields = CASES[case][0 if half == "ElectraForPreTraining" else 1]
+    fields = fields_of(case, half)
     return transformers.ElectraConfig(**{**fields, **changes}, attn_implementation=attn_implementation)
 
 
@@ -329,9 +341,12 @@ def compare(ours, theirs, ids, mask, segments, attentions: bool = True) -> dict[
                  output_attentions=attentions)
         t = theirs(input_ids=ids, attention_mask=mask, token_type_ids=segments, output_hidden_states=True,
                    output_attentions=attentions)
-    logits = o.logits if isinstance(ours, ElectraDiscriminator) else o.mlm_logits
-    assert logits.shape == t.logits.shape and len(o.hidden_states) == len(t.hidden_states)
-    diffs = {"logits": (logits[real] - t.logits[real]).abs().max().item(),
+    if isinstance(ours, BertModel):  # the encoder alone: its last hidden state is the output
+        logits, their_logits = o.last_hidden_state, t.last_hidden_state
+    else:
+        logits, their_logits = (o.logits if isinstance(ours, ElectraDiscriminator) else o.mlm_logits), t.logits
+    assert logits.shape == their_logits.shape and len(o.hidden_states) == len(t.hidden_states)
+    diffs = {"logits": (logits[real] - their_logits[real]).abs().max().item(),
              "hidden_states": max((a[real] - b[real]).abs().max().item()
                                   for a, b in zip(o.hidden_states, t.hidden_states))}
     if attentions:  # (B, A, L, L): the rows of the real queries
@@ -340,17 +355,18 @@ def compare(ours, theirs, ids, mask, segments, attentions: bool = True) -> dict[
     return diffs
 
 
-PAIRS = [(case, half) for case in CASES for half in HALVES]
+PAIRS = [(case, half) for case in CASES for half in OURS]
 
 
 @pytest.mark.parametrize("case, half", PAIRS)
 def test_from_transformers_computes_the_same_outputs(case, half):
     theirs = hf_model(case, half)
-    ours = electra.from_transformers(theirs)
-    assert type(ours) is (ElectraDiscriminator if half == "ElectraForPreTraining" else BertForMaskedLM)
+    ours = hf.from_transformers(theirs)
+    assert type(ours) is OURS[half]
     assert not ours.training
     # ELECTRA's embeddings_project exists exactly where ours projects.
-    assert hasattr(theirs.electra, "embeddings_project") == (ours.bert.embeddings.project is not None)
+    body, their_body = getattr(ours, "bert", ours), getattr(theirs, "electra", theirs)
+    assert hasattr(their_body, "embeddings_project") == (body.embeddings.project is not None)
     diffs = compare(ours, theirs, *padded_batch(case))
     assert max(diffs.values()) <= PARITY_TOL, diffs
 
@@ -359,22 +375,21 @@ def test_from_transformers_computes_the_same_outputs(case, half):
 def test_sdpa_attention_gives_the_same_outputs(case, half):
     theirs = hf_model(case, half, attn_implementation="sdpa")
     assert theirs.config._attn_implementation == "sdpa"
-    diffs = compare(electra.from_transformers(theirs), theirs, *padded_batch(case), attentions=False)
+    diffs = compare(hf.from_transformers(theirs), theirs, *padded_batch(case), attentions=False)
     assert max(diffs.values()) <= PARITY_TOL, diffs
 
 
 @pytest.mark.parametrize("case, half", PAIRS)
 def test_ours_to_transformers_and_back_is_exact(case, half):
-    fields = CASES[case][0 if half == "ElectraForPreTraining" else 1]
-    cfg = electra.config_from_transformers(transformers.ElectraConfig(**fields))
+    cfg = electra.config_from_transformers(transformers.ElectraConfig(**fields_of(case, half)))
     torch.manual_seed(0)
-    ours = (ElectraDiscriminator if half == "ElectraForPreTraining" else BertForMaskedLM)(cfg).eval()
+    ours = build(half, cfg).eval()
     randomize(ours, 7)
-    theirs = electra.to_transformers(ours, attn_implementation="eager")
+    theirs = hf.to_transformers(ours, "electra", attn_implementation="eager")
     assert type(theirs).__name__ == half and not theirs.training
     diffs = compare(ours, theirs, *padded_batch(case))
     assert max(diffs.values()) <= PARITY_TOL, diffs
-    back = electra.from_transformers(theirs)
+    back = hf.from_transformers(theirs)
     assert type(back) is type(ours) and back.config == cfg
     assert_same_state(ours.state_dict(), back.state_dict())
 
@@ -382,7 +397,7 @@ def test_ours_to_transformers_and_back_is_exact(case, half):
 @pytest.mark.parametrize("case, half", PAIRS)
 def test_transformers_to_ours_and_back_is_exact(case, half):
     theirs = hf_model(case, half)
-    back = electra.to_transformers(electra.from_transformers(theirs))
+    back = hf.to_transformers(hf.from_transformers(theirs), "electra")
     assert type(back) is type(theirs)
     assert_same_state(theirs.state_dict(), back.state_dict())
     if half == "ElectraForMaskedLM":
@@ -420,18 +435,18 @@ def test_halves_of_different_models_are_refused():
 def test_a_generator_head_other_than_exact_gelu_is_refused():
     # transformers' generator head applies exact GELU whatever hidden_act says.
     with pytest.raises(ValueError, match="hidden_act='gelu_tanh'.*always uses exact GELU"):
-        electra.from_transformers(hf_model("factorized", "ElectraForMaskedLM", hidden_act="gelu_new"))
+        hf.from_transformers(hf_model("factorized", "ElectraForMaskedLM", hidden_act="gelu_new"))
     cfg = BertConfig(**CASES["factorized"][1]).replace(hidden_act="relu")
     with pytest.raises(ValueError, match="hidden_act='relu'"):
-        electra.to_transformers(BertForMaskedLM(cfg))
+        hf.to_transformers(BertForMaskedLM(cfg), "electra")
 
 
 def test_configs_transformers_cannot_represent_are_refused():
     cfg = BertConfig(**CASES["factorized"][0])
     with pytest.raises(ValueError, match="embedding_size=48 equals hidden_size.*use embedding_size=None"):
-        electra.to_transformers(ElectraDiscriminator(cfg.replace(embedding_size=48)))
+        hf.to_transformers(ElectraDiscriminator(cfg.replace(embedding_size=48)), "electra")
     with pytest.raises(ValueError, match="sharing='all' has no ELECTRA equivalent"):
-        electra.to_transformers(ElectraDiscriminator(cfg.replace(sharing="all")))
+        hf.to_transformers(ElectraDiscriminator(cfg.replace(sharing="all")), "electra")
     with pytest.raises(ValueError, match="position_scheme='roberta' has no ELECTRA equivalent"):
         electra.config_to_transformers(cfg.replace(position_scheme="roberta", max_position_embeddings=42))
     with pytest.raises(ValueError, match="model_type 'bert' is not 'electra'"):
@@ -440,18 +455,34 @@ def test_configs_transformers_cannot_represent_are_refused():
 
 def test_unsupported_classes_and_an_untied_decoder_are_refused():
     with pytest.raises(ValueError, match="ElectraForTokenClassification is not supported"):
-        electra.from_transformers(transformers.ElectraForTokenClassification(hf_config("factorized", HALVES[0])))
+        hf.from_transformers(transformers.ElectraForTokenClassification(hf_config("factorized", HALVES[0])))
     with pytest.raises(ValueError, match="ElectraForPreTraining is not supported.*pretraining_to_transformers"):
-        electra.to_transformers(ElectraForPreTraining(BertConfig(vocab_size=50, **TINY)))
+        hf.to_transformers(ElectraForPreTraining(BertConfig(vocab_size=50, **TINY)))
     with pytest.raises(ValueError, match="tie_word_embeddings"):
-        electra.from_transformers(hf_model("factorized", "ElectraForMaskedLM", tie_word_embeddings=False))
+        hf.from_transformers(hf_model("factorized", "ElectraForMaskedLM", tie_word_embeddings=False))
+
+
+def test_the_bare_encoder_converts_both_ways_and_only_without_a_pooler():
+    # ElectraModel is what most people load: it becomes our BertModel without a pooler, and only an
+    # explicit family makes a BertModel an ElectraModel (by default it is transformers' BertModel).
+    theirs = hf_model("factorized", "ElectraModel")
+    ours = hf.from_transformers(theirs)
+    assert type(ours) is BertModel and ours.pooler is None and ours.config.embedding_size == 24
+    assert max(compare(ours, theirs, *padded_batch("factorized")).values()) <= PARITY_TOL
+    back = hf.to_transformers(ours, family="electra")
+    assert type(back) is transformers.ElectraModel
+    assert_same_state(theirs.state_dict(), back.state_dict())
+    cfg = BertConfig(**fields_of("unfactorized", "ElectraModel")).replace(embedding_size=None)
+    assert type(hf.to_transformers(BertModel(cfg, add_pooling_layer=False))) is transformers.BertModel
+    with pytest.raises(ValueError, match=r"transformers' ElectraModel none.*add_pooling_layer=False"):
+        hf.to_transformers(BertModel(cfg), family="electra")
 
 
 def test_parameter_names_follow_transformers():
     cfg = BertConfig(**CASES["factorized"][0])
-    names = electra.name_map(ElectraDiscriminator(cfg))
+    names = electra.ELECTRA_NAMES.map(ElectraDiscriminator(cfg))
     assert names["bert.embeddings.project.weight"] == "electra.embeddings_project.weight"
     assert names["bert.encoder.layers.2.ffn.up.bias"] == "electra.encoder.layer.2.intermediate.dense.bias"
     assert names["rtd.prediction.weight"] == "discriminator_predictions.dense_prediction.weight"
-    generator = electra.name_map(BertForMaskedLM(BertConfig(**CASES["factorized"][1])))
+    generator = electra.ELECTRA_NAMES.map(BertForMaskedLM(BertConfig(**CASES["factorized"][1])))
     assert generator["mlm.bias"] == "generator_lm_head.bias" and "mlm.word_embeddings.weight" not in generator

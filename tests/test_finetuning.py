@@ -185,7 +185,7 @@ def test_bf16_autocast_on_the_cpu_trains():
 
 def test_the_heads_work_on_minilm_and_on_a_converted_transformers_model():
     transformers = pytest.importorskip("transformers")
-    from mini_bert.build import hf
+    from mini_bert import hf
     from mini_bert.build.minilm import load_minilm
 
     minilm = load_minilm().model

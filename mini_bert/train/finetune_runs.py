@@ -30,7 +30,7 @@ from typing import Sequence
 
 import torch
 
-from ..build.hf import require_transformers
+from ..build.conversion import require_transformers
 from ..build.minilm import minilm_path
 from ..core.cache import PACKAGE, code_version
 from ..core.runtime import pick_device, seed_everything
