@@ -35,7 +35,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from mini_bert.core.cache import atomic_write_text  # noqa: E402
 from mini_bert.train.finetuning import FinetuneConfig, evaluate, finetune, load_encoder, load_task, make_head  # noqa: E402
-from mini_bert.train.runs import mean_std, paired_difference  # noqa: E402
+from mini_bert.train.stats import mean_std, paired_difference  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

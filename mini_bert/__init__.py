@@ -37,9 +37,9 @@ from .build.tokenization import WordPieceTokenizer, bert_base_uncased_tokenizer,
 from .core.runtime import pick_device, seed_everything
 from .train.checkpoint import load_checkpoint, save_checkpoint
 from .train.evaluation import fill_mask
+from .train.pretrained import pretrained
 from .train.pretraining import pretrain
 from .train.recipe import Recipe
-from .train.runs import pretrained
 
 __all__ = [
     "BertConfig", "PRESETS", "BertModel", "BertForPreTraining", "BertForMaskedLM", "BertForSequenceClassification",

@@ -185,7 +185,7 @@ def load_model_for_mlm(name: str):
         raise ValueError("minilm has no masked-language-model head (all-MiniLM-L6-v2 ships as a sentence encoder, "
                          "without it); use tiny-wiki, scratch or a checkpoint folder")
     if name == "tiny-wiki":
-        from .train.runs import pretrained
+        from .train.pretrained import pretrained
 
         run = pretrained("tiny-wiki", progress=False)
         return run.model, run.tokenizer, run.recipe
@@ -274,7 +274,7 @@ def _trained_note(path: Path, before: int, after: int) -> None:
 
 def cmd_grid(args) -> int:
     """Train (or resume) an experiment's grid of arms x seeds; print one table per metric."""
-    from .train.runs import EXPERIMENTS, RESULTS_FORMAT, default_results_path, get_experiment, grid, load_grid
+    from .train.grids import EXPERIMENTS, RESULTS_FORMAT, default_results_path, get_experiment, grid, load_grid
 
     from . import experiments  # noqa: F401  (every experiment, registered)
     if args.list:
@@ -384,7 +384,7 @@ def cmd_ablation_scores(args) -> int:
 
     from .improve.ablations import SCORES_FORMAT, load_ablation, score_grid, scores_path
     from .core.paths import default_log
-    from .train.runs import default_results_path, get_experiment
+    from .train.grids import default_results_path, get_experiment
 
     from . import experiments  # noqa: F401  (every experiment, registered)
     get_experiment(args.name)  # an unknown experiment is named before anything else
@@ -584,24 +584,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_pretrained(args) -> int:
-    from .train import runs
+    from .core.cache import cache_dir
+    from .train.pretrained import RETRAIN_TOL, compare_with_shipped, pretrained, ship_pretrained
 
     if args.ship:
-        print(f"shipped: {runs.ship_pretrained(args.name)}")
+        print(f"shipped: {ship_pretrained(args.name)}")
         return 0
     if args.compare:
-        problems = runs.compare_with_shipped(args.name)
+        problems = compare_with_shipped(args.name)
         for problem in problems:
             print(problem)
         print(f"{args.name}: trained here vs shipped: " + ("the same within the tolerance "
-              f"{runs.RETRAIN_TOL}" if not problems else f"{len(problems)} score(s) differ"))
+              f"{RETRAIN_TOL}" if not problems else f"{len(problems)} score(s) differ"))
         return 1 if problems else 0
     if args.train:
-        print(f"training {args.name} here into the cache ({runs.cache_dir()}): 3,300 steps, 4.5 to 9 minutes on two "
+        print(f"training {args.name} here into the cache ({cache_dir()}): 3,300 steps, 4.5 to 9 minutes on two "
               "cores; Ctrl-C keeps the steps done and the same command goes on from them", file=sys.stderr, flush=True)
     args.interrupt_note = lambda err: ("the steps trained so far are kept in the cache; the same command resumes: "
                                        f"python -m mini_bert {shlex.join(ARGV or sys.argv[1:])}")
-    result = runs.pretrained(args.name, train=args.train)
+    result = pretrained(args.name, train=args.train)
     print(json.dumps(result.evaluation, indent=1))
     print(f"cache entry: {result.path}")
     return 0
@@ -643,7 +644,7 @@ def cmd_study(args) -> int:
     import torch
 
     from .beyond.equal_compute import get_study, load_study, study_grid, study_path
-    from .train.runs import RESULTS_FORMAT
+    from .train.grids import RESULTS_FORMAT
 
     get_study(args.name)  # an unknown study is named before anything else
     if args.shipped:

@@ -1,7 +1,7 @@
 """Every experiment the book runs, in one registry.
 
 Each kind of experiment is defined, and registered by name, in the module of its chapter:
-- "grid": pretraining grids (mini_bert.train.runs.Experiment): chapter 8's, Part III's in
+- "grid": pretraining grids (mini_bert.train.grids.Experiment): chapter 8's, Part III's in
   mini_bert.improve (roberta, sharing, ablations), with their learning-rate sweeps;
 - "finetune": fine-tuning studies (mini_bert.train.finetune_runs.Study), chapter 10;
 - "study": chapter 15's studies at equal compute (mini_bert.beyond.equal_compute.Study);
@@ -15,10 +15,10 @@ from __future__ import annotations
 from .beyond import equal_compute
 from .improve import ablations, roberta, sharing  # noqa: F401  (they register Part III's grids)
 from .smaller import specialised
-from .train import finetune_runs, runs
+from .train import finetune_runs, grids
 
 REGISTRIES = {
-    "grid": runs.EXPERIMENTS,
+    "grid": grids.EXPERIMENTS,
     "finetune": finetune_runs.STUDIES,
     "study": equal_compute.STUDIES,
     "specialised": specialised.STUDIES,

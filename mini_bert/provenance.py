@@ -35,7 +35,8 @@ from .improve import ablations
 from .train import finetune_runs
 from .train.finetune_runs import finetune_fingerprint
 from .train.fingerprint import PREFIX, VERIFIED, Prefix, compare, fingerprinted_arms, verification_version
-from .train.runs import RESULTS_DIR, arm_recipe, get_experiment, grid_documents, run_fingerprint
+from .train.grids import RESULTS_DIR, arm_recipe, get_experiment, grid_documents
+from .train.runs import run_fingerprint
 
 GRID, SCORES, FINETUNE, STUDY = "grid", "scores", "finetune", "study"
 

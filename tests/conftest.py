@@ -139,13 +139,13 @@ def assert_shipped_ablation_logs(name: str, min_seeds: int = 3) -> None:
     (by their fingerprints), hold every arm x seed (and the untrained control of every seed) one for one with
     at least `min_seeds` seeds, and name the commands that regenerate them."""
     from mini_bert.improve import ablations
-    from mini_bert.train import runs
+    from mini_bert.train import grids
 
     result = ablations.load_ablation(name)  # refuses scores that are not one for one with the grid
     # Both logs current (mini_bert.train.fingerprint.is_current: their fingerprints passed the recorded check).
     assert not result.stale, "check them: python -m mini_bert provenance (regenerate a log whose numbers moved)"
     scores = ablations.read_scores(ablations.scores_path(name, "cpu"))
-    arms = runs.get_experiment(name).arms
+    arms = grids.get_experiment(name).arms
     seeds = sorted({r["seed"] for r in result.runs})
     assert len(seeds) >= min_seeds
     assert {(r["arm"], r["seed"]) for r in scores["runs"]} == {(a, s) for a in [*arms, ablations.UNTRAINED]
@@ -153,7 +153,7 @@ def assert_shipped_ablation_logs(name: str, min_seeds: int = 3) -> None:
     assert {(r["arm"], r["seed"]) for r in result.runs if r["arm"] != ablations.UNTRAINED} == \
         {(a, s) for a in arms for s in seeds}
     assert scores["command"] == ablations.scores_command(name, seeds, "cpu")
-    assert runs.read_results(result.path)["command"] == runs.grid_command(name, seeds, "cpu", device="cpu")
+    assert grids.read_results(result.path)["command"] == grids.grid_command(name, seeds, "cpu", device="cpu")
 
 
 def reproduce_logged_run(name: str, arm: str, folder, capsys) -> None:
@@ -164,24 +164,24 @@ def reproduce_logged_run(name: str, arm: str, folder, capsys) -> None:
     import math
     import shlex
 
-    from mini_bert.train import runs
+    from mini_bert.train import grids
     from mini_bert.__main__ import main
     from mini_bert.improve.ablations import read_scores, score_run, scores_path
 
-    log = runs.read_results(runs.default_results_path(name, "cpu"))
+    log = grids.read_results(grids.default_results_path(name, "cpu"))
     record = next(r for r in log["runs"] if r["arm"] == arm and r["seed"] == 0)
     argv = shlex.split(log["command"])[3:] + ["--arms", arm, "--seeds", "1", "--results", str(folder / "g.json"),
                                               "--jobs", "1", "--threads", "1", "--no-progress"]
     assert main(argv) == 0
     capsys.readouterr()
-    (rerun,) = runs.read_results(folder / "g.json")["runs"]
+    (rerun,) = grids.read_results(folder / "g.json")["runs"]
     assert rerun["from_cache"] is False and rerun["recipe"] == record["recipe"]
     for metric, value in record["metrics"].items():
         assert math.isclose(rerun["metrics"][metric], value, abs_tol=1e-3 if "accuracy" in metric else 0,
                             rel_tol=1e-3 if metric.endswith("loss") else 0), metric
     logged = next(r for r in read_scores(scores_path(name, "cpu"))["runs"]
                   if r["arm"] == arm and r["seed"] == 0)["metrics"]
-    rescored = score_run(runs.get_experiment(name), arm, 0)["metrics"]
+    rescored = score_run(grids.get_experiment(name), arm, 0)["metrics"]
     assert rescored.keys() == logged.keys()
     assert all(abs(rescored[k] - logged[k]) <= SCORE_ABS_TOL for k in logged), \
         {k: (logged[k], rescored[k]) for k in logged if abs(rescored[k] - logged[k]) > SCORE_ABS_TOL}

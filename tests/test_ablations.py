@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from mini_bert.improve import ablations
-from mini_bert.train import runs
+from mini_bert.train import grids, runs, stats
 from mini_bert.improve.ablations import (SENTENCE_OBJECTIVES, UNTRAINED, bag_features, load_ablation, read_scores,
                                  score_grid)
 from mini_bert.train.batches import recipe_batches
@@ -17,12 +17,13 @@ from mini_bert.build.examples import Collator, Example, PretrainingDataset, buil
 from mini_bert.train.heldout import sentence_batch
 from mini_bert.build.masking import SpecialTokens
 from mini_bert.train.recipe import Recipe
-from mini_bert.train.runs import Experiment, arm_recipe, code_version
+from mini_bert.core.cache import code_version
+from mini_bert.train.grids import Experiment, arm_recipe
 from mini_bert.build.tokenization import default_tokenizer
 
 from conftest import SMALL_VOCAB, assert_shipped_ablation_logs, reproduce_logged_run
 
-TINY = Recipe(preset="tiny", model=runs.SMOKE_MODEL, vocab_size=SMALL_VOCAB, budget="3", batch_size=8, seq_len=32,
+TINY = Recipe(preset="tiny", model=grids.SMOKE_MODEL, vocab_size=SMALL_VOCAB, budget="3", batch_size=8, seq_len=32,
               long_seq_len=0)
 
 
@@ -146,7 +147,7 @@ def test_an_arm_that_cannot_run_is_refused_when_it_is_defined(changes, message):
 def tiny_experiment(monkeypatch, small_probes):
     experiment = Experiment("tiny-sentence", "two arms of a few steps", {"mlm": {"objective": "mlm", "format": "sop"},
                             "sop": {"objective": "sop"}}, "mlm", {"cpu": TINY})
-    monkeypatch.setitem(runs.EXPERIMENTS, experiment.name, experiment)
+    monkeypatch.setitem(grids.EXPERIMENTS, experiment.name, experiment)
     monkeypatch.setattr(ablations, "DOWNSTREAM", {"topic_full": {
         "task": "topic", "labels": 24, "max_length": 32, "epochs": 1, "max_eval": 16, "patience": None,
         "strategy": "full", "lr": 1e-3}})
@@ -161,7 +162,7 @@ def tiny_experiment(monkeypatch, small_probes):
 
 def test_score_grid_logs_every_run_and_control_resumes_and_merges(cache, tmp_path, tiny_experiment, monkeypatch):
     grid_log, scores_log = tmp_path / "grid.json", tmp_path / "scores.json"
-    result = runs.grid(tiny_experiment, [0], jobs=1, results=grid_log, progress=False)
+    result = grids.grid(tiny_experiment, [0], jobs=1, results=grid_log, progress=False)
     log = score_grid(tiny_experiment.name, [0], results=scores_log, progress=False)
     assert [(r["arm"], r["seed"]) for r in log["runs"]] == [("mlm", 0), ("sop", 0), (UNTRAINED, 0)]
     assert log["code_version"] == code_version(*ablations.ABLATION_CODE)
@@ -296,7 +297,7 @@ def test_the_1000_label_regime_is_chapter_10s_own_settings():
     assert ablations.DOWNSTREAM_1000.repeats == 3
 
 
-def hand_scored() -> runs.GridResult:
+def hand_scored() -> grids.GridResult:
     """A scored grid by hand: 'mlm' and 'nsp' against the untrained control, three seeds."""
     experiment = Experiment("hand-scored", "by hand", {"mlm": {}, "nsp": {"objective": "nsp"}}, "mlm",
                             {"cpu": TINY})
@@ -313,7 +314,7 @@ def hand_scored() -> runs.GridResult:
             if head is not None:
                 metrics["test.nsp_head.accuracy"] = head
             records.append({"arm": arm, "seed": seed, "metrics": metrics})
-    return runs.GridResult(experiment, "cpu", records)
+    return grids.GridResult(experiment, "cpu", records)
 
 
 def test_preconditions_name_the_arm_that_has_not_learned():
@@ -347,6 +348,6 @@ def test_verdicts_use_the_margin_of_what_each_metric_measures():
     assert ablations.margin_for("test.topic_full.accuracy") == 0.02
     table = ablations.verdicts(hand_scored(), metrics=("test.topic_full.accuracy", "test.mlm@128.accuracy"))
     assert list(table["test.topic_full.accuracy"]) == ["nsp"]  # not the baseline, not the control
-    assert table["test.mlm@128.accuracy"]["nsp"].kind == runs.DIFFERENT  # -0.12, no spread
+    assert table["test.mlm@128.accuracy"]["nsp"].kind == stats.DIFFERENT  # -0.12, no spread
     topic = table["test.topic_full.accuracy"]["nsp"]  # -0.04, -0.03, +0.01: wide
-    assert topic.kind == runs.INCONCLUSIVE and topic.margin == 0.02
+    assert topic.kind == stats.INCONCLUSIVE and topic.margin == 0.02

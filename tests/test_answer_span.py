@@ -27,7 +27,7 @@ from mini_bert.train.span_task import (
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from mini_bert.train.runs import PRETRAINED
+    from mini_bert.train.pretrained import PRETRAINED
     from mini_bert.build.tokenization import default_tokenizer
 
     return default_tokenizer(PRETRAINED["tiny-wiki"].vocab_size)

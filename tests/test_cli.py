@@ -83,7 +83,7 @@ def test_help_documents_the_budget_syntax(capsys):
 
 def test_flags_left_out_keep_the_default_recipe():
     from mini_bert.__main__ import _recipe_from_args, build_parser
-    from mini_bert.train.runs import PRETRAINED
+    from mini_bert.train.pretrained import PRETRAINED
     from mini_bert.train.recipe import Recipe
 
     recipe = _recipe_from_args(build_parser().parse_args(["pretrain"]))
@@ -368,7 +368,7 @@ def test_the_device_error_names_the_flag_not_the_environment_variable(monkeypatc
 
 # Each command that writes a log: argv, the library function it calls, and that function's module.
 LOG_COMMANDS = [
-    (["grid", "smoke", "--seeds", "1"], "mini_bert.train.runs", "grid", "smoke-cpu.json"),
+    (["grid", "smoke", "--seeds", "1"], "mini_bert.train.grids", "grid", "smoke-cpu.json"),
     (["study", "span-masking", "--seeds", "1"], "mini_bert.beyond.equal_compute", "study_grid", "span-masking-cpu.json"),
     (["finetune-grid", "strategies", "--seeds", "1"], "mini_bert.train.finetune_runs", "finetune_grid",
      "finetune-strategies-cpu.json"),
@@ -432,27 +432,27 @@ def test_a_results_file_that_is_not_a_log_keeps_its_text_and_the_message_says_so
 
 
 def test_shipped_prints_the_book_log_and_trains_nothing(monkeypatch, capsys, tmp_path):
-    from mini_bert.train import runs
+    from mini_bert.train import grids
 
-    monkeypatch.setattr(runs, "grid", lambda *a, **k: pytest.fail("trained"))
+    monkeypatch.setattr(grids, "grid", lambda *a, **k: pytest.fail("trained"))
     monkeypatch.chdir(tmp_path)
     assert main(["grid", "smoke", "--shipped"]) == 0
     out = capsys.readouterr().out
     assert "nothing trained (without --shipped the grid trains here)" in out
-    assert str(runs.default_results_path("smoke", "cpu")) in out and not (tmp_path / "results").exists()
+    assert str(grids.default_results_path("smoke", "cpu")) in out and not (tmp_path / "results").exists()
 
 
 def test_a_grid_says_when_it_trained_nothing(monkeypatch, capsys, tmp_path):
     import shutil
 
-    from mini_bert.train import runs
+    from mini_bert.train import grids
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "results").mkdir()
-    shutil.copy(runs.default_results_path("smoke", "cpu"), tmp_path / "results" / "smoke-cpu.json")
-    logged = runs.load_grid("smoke", "cpu")
+    shutil.copy(grids.default_results_path("smoke", "cpu"), tmp_path / "results" / "smoke-cpu.json")
+    logged = grids.load_grid("smoke", "cpu")
     seeds = sorted({r["seed"] for r in logged.runs})
-    monkeypatch.setattr(runs, "grid", lambda *a, results=None, **k: runs.load_grid("smoke", "cpu", results=results))
+    monkeypatch.setattr(grids, "grid", lambda *a, results=None, **k: grids.load_grid("smoke", "cpu", results=results))
     assert main(["grid", "smoke", "--seeds", str(len(seeds)), "--no-progress"]) == 0
     captured = capsys.readouterr()
     assert f"(resuming: {len(logged.runs)} run(s) already in it;" in captured.err

@@ -9,7 +9,7 @@ from mini_bert.smaller.domain import (DOMAIN, continue_pretraining, continuation
 from mini_bert.train.tasks import truecase_examples
 from mini_bert.train.pretraining import build_model, pretrain
 from mini_bert.train.recipe import Recipe
-from mini_bert.train.runs import SMOKE_MODEL
+from mini_bert.train.grids import SMOKE_MODEL
 from mini_bert.build.tokenization import SPECIAL_TOKENS, WordPieceTokenizer, default_tokenizer
 
 

@@ -21,7 +21,7 @@ from mini_bert.train.finetuning import load_encoder
 from mini_bert.train.loop import train
 from mini_bert.train.pretraining import build_model
 from mini_bert.train.recipe import Recipe
-from mini_bert.train.runs import read_results
+from mini_bert.train.grids import read_results
 
 SMALL = Recipe(vocab_size=300, model={**TINY, "initializer_range": 0.05}, batch_size=16, budget="8")
 

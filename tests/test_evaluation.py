@@ -166,7 +166,7 @@ def test_fill_mask_refuses_a_k_that_would_print_nothing_or_crash(model, tokenize
 
 @pytest.mark.parametrize("max_docs", [0, -5])
 def test_a_grid_on_zero_or_negative_articles_is_refused(max_docs):
-    from mini_bert.train.runs import grid_documents
+    from mini_bert.train.grids import grid_documents
 
     with pytest.raises(ValueError, match="max_docs must be None .* or a whole number >= 1"):
         grid_documents(max_docs)

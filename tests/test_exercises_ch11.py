@@ -117,7 +117,7 @@ def batch_plan(tokens, seq_len, batch_sizes, base_batch, base_lr):
 def test_batch_plan_matches_the_experiment_and_is_accepted(capsys):
     from mini_bert.improve.roberta import BATCH_TOKENS, ROBERTA_BATCHES
     from mini_bert.train.recipe import parse_budget
-    from mini_bert.train.runs import arm_recipe
+    from mini_bert.train.grids import arm_recipe
 
     recipes = {arm: arm_recipe(ROBERTA_BATCHES, arm, "cpu") for arm in ROBERTA_BATCHES.arms}
     plan = batch_plan(int(parse_budget(BATCH_TOKENS).amount), 32, [r.batch_size for r in recipes.values()], 64, 2e-3)

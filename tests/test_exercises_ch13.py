@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from mini_bert import BertConfig, BertForPreTraining
 from mini_bert.exercises import check_paired_interval, check_pretraining_loss, check_segment_masks
-from mini_bert.train.runs import student_t_quantile
+from mini_bert.train.stats import student_t_quantile
 
 
 # ---- exercise 1: the pretraining loss --------------------------------------------------------

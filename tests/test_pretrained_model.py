@@ -7,9 +7,10 @@ import json
 import pytest
 import torch
 
+from mini_bert.train import pretrained as mb_pretrained
 from mini_bert.train import runs
 from mini_bert.train.recipe import Recipe
-from mini_bert.train.runs import pretrained, pretrained_path
+from mini_bert.train.pretrained import pretrained, pretrained_path
 
 from conftest import count_full_trainings
 
@@ -28,8 +29,8 @@ def small_recipe(tmp_path_factory):
     real_score = runs.score
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MINI_BERT_CACHE", str(folder))
-        patch.setitem(runs.PRETRAINED, "test-small", SMALL)
-        patch.setattr(runs, "PRETRAINED_EVAL_EVERY", 3)
+        patch.setitem(mb_pretrained.PRETRAINED, "test-small", SMALL)
+        patch.setattr(mb_pretrained, "PRETRAINED_EVAL_EVERY", 3)
         patch.setattr(runs, "score", lambda model, tokenizer, **kw: real_score(
             model, tokenizer, **{**kw, "validation_documents": few["validation"], "test_documents": few["test"]}))
         yield folder
@@ -58,9 +59,9 @@ def test_trained_once_then_loaded(small_recipe, monkeypatch):
 
 def test_another_recipe_is_another_cache_entry_other_code_is_not(small_recipe, monkeypatch):
     path = pretrained_path("test-small")
-    monkeypatch.setitem(runs.PRETRAINED, "test-small", SMALL.replace(seed=1))
+    monkeypatch.setitem(mb_pretrained.PRETRAINED, "test-small", SMALL.replace(seed=1))
     assert pretrained_path("test-small") != path  # a changed recipe never reuses the old model
-    monkeypatch.setitem(runs.PRETRAINED, "test-small", SMALL)
+    monkeypatch.setitem(mb_pretrained.PRETRAINED, "test-small", SMALL)
     assert pretrained_path("test-small") == path
     monkeypatch.setattr(runs, "code_version", lambda: "another-code")
     assert pretrained_path("test-small") == path  # changed code is checked by the entry's fingerprint instead
@@ -69,9 +70,9 @@ def test_another_recipe_is_another_cache_entry_other_code_is_not(small_recipe, m
 def test_the_shipped_copy_is_installed_instead_of_training(small_recipe, tmp_path, monkeypatch):
     """A fresh runtime (empty cache) gets the copy that ships with the package, checked against its
     manifest, in seconds; `train=True` (what CI does) trains the real thing and compares."""
-    monkeypatch.setattr(runs, "SHIPPED_PRETRAINED", tmp_path / "shipped")
+    monkeypatch.setattr(mb_pretrained, "SHIPPED_PRETRAINED", tmp_path / "shipped")
     trained = pretrained("test-small", progress=False)
-    shipped = runs.ship_pretrained("test-small")
+    shipped = mb_pretrained.ship_pretrained("test-small")
     assert shipped == tmp_path / "shipped" / "test-small" and (shipped / "model.safetensors").is_file()
     assert "installed_from" not in json.loads((shipped / runs.RUN_FILE).read_text())
 
@@ -86,22 +87,22 @@ def test_the_shipped_copy_is_installed_instead_of_training(small_recipe, tmp_pat
         assert torch.equal(tensor, loaded.model.state_dict()[name]), name
     assert json.loads((pretrained_path("test-small") / runs.RUN_FILE).read_text())["installed_from"]
 
-    assert runs.compare_with_shipped("test-small") == []  # trained here from scratch: the same scores
+    assert mb_pretrained.compare_with_shipped("test-small") == []  # trained here from scratch: the same scores
     assert len(calls) == 1 and "installed_from" not in json.loads((pretrained_path("test-small") /
                                                                    runs.RUN_FILE).read_text())
     saved = json.loads((shipped / runs.RUN_FILE).read_text())
     saved["evaluation"]["test"]["mlm@32"]["accuracy"] += 0.01  # beyond the cross-CPU tolerance
     (shipped / runs.RUN_FILE).write_text(json.dumps(saved))
-    problems = runs.compare_with_shipped("test-small")
+    problems = mb_pretrained.compare_with_shipped("test-small")
     assert len(problems) == 1 and problems[0].startswith("test.mlm@32.accuracy: shipped")
 
 
 def test_a_damaged_shipped_copy_is_refused_naming_the_file(small_recipe, tmp_path, monkeypatch):
     from mini_bert.core.cache import ArtifactError
 
-    monkeypatch.setattr(runs, "SHIPPED_PRETRAINED", tmp_path / "shipped")
+    monkeypatch.setattr(mb_pretrained, "SHIPPED_PRETRAINED", tmp_path / "shipped")
     pretrained("test-small", progress=False)
-    shipped = runs.ship_pretrained("test-small")
+    shipped = mb_pretrained.ship_pretrained("test-small")
     runs.discard_cache_entry(pretrained_path("test-small"))
     weights = shipped / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-8])
@@ -115,12 +116,12 @@ def test_the_book_model_ships_with_the_package_and_passes_its_own_checks():
     from mini_bert.core.cache import read_artifact
     from mini_bert.train.checkpoint import FORMAT
 
-    shipped = runs.shipped_pretrained_path("tiny-wiki")
+    shipped = mb_pretrained.shipped_pretrained_path("tiny-wiki")
     manifest = read_artifact(shipped, FORMAT)
     assert {"model.safetensors", "vocab.txt", "history.json", "run.json"} <= set(manifest["files"])
     assert (shipped / "model.safetensors").stat().st_size < 8_000_000
     saved = json.loads((shipped / runs.RUN_FILE).read_text())
-    recipe = runs._plain(runs.PRETRAINED["tiny-wiki"].to_dict())
+    recipe = runs.plain(mb_pretrained.PRETRAINED["tiny-wiki"].to_dict())
     assert saved["provenance"]["recipe"] == recipe == saved["fingerprint"]["definition"]["recipe"]
     assert saved["provenance"]["command"] == "python -m mini_bert pretrained tiny-wiki --train"
     assert saved["evaluation"]["validation"]["mlm@32"]["accuracy"] > 0.25  # chapter 8's model, not a stub

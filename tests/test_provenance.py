@@ -20,11 +20,12 @@ import torch
 from mini_bert.train import fingerprint as fpm
 from mini_bert.build import objectives
 from mini_bert import provenance
-from mini_bert.train import runs
+from mini_bert.train import grids, runs
+from mini_bert.train import pretrained as mb_pretrained
 from mini_bert.core.cache import PACKAGE, code_version, sha256_file
 from mini_bert.train.fingerprint import compare, fingerprint, is_current
 
-SMOKE = runs.RESULTS_DIR / "smoke-cpu.json"
+SMOKE = grids.RESULTS_DIR / "smoke-cpu.json"
 REPO = PACKAGE.parent
 
 
@@ -118,7 +119,7 @@ def test_a_patched_loss_with_the_source_untouched_makes_the_log_stale(monkeypatc
 
 
 def test_a_changed_arm_recipe_makes_the_log_stale(monkeypatch):
-    smoke = runs.get_experiment("smoke")
+    smoke = grids.get_experiment("smoke")
     monkeypatch.setitem(smoke.arms, "mask-25", {"mask_ratio": 0.3})
     problems = smoke_problems()
     assert "smoke-cpu.json, arm 'mask-25' (seed 0): definition.recipe.mask_ratio: logged 0.25, now 0.3" in problems
@@ -179,10 +180,10 @@ def test_the_fingerprints_hold_on_the_plain_cpu_kernels():
 def test_the_shipped_book_model_is_what_the_current_code_trains():
     """mini_bert/pretrained/tiny-wiki's fingerprint, recomputed with its own prefix, passes: else a
     fresh runtime would install the shipped copy, find it stale and train for minutes."""
-    saved = json.loads((runs.shipped_pretrained_path("tiny-wiki") / runs.RUN_FILE).read_text())
+    saved = json.loads((mb_pretrained.shipped_pretrained_path("tiny-wiki") / runs.RUN_FILE).read_text())
     logged = saved["fingerprint"]
-    assert compare(logged, runs.run_fingerprint(runs.PRETRAINED["tiny-wiki"], prefix=fpm.Prefix(**logged["prefix"]))) \
-        == []
+    recipe = mb_pretrained.PRETRAINED["tiny-wiki"]
+    assert compare(logged, runs.run_fingerprint(recipe, prefix=fpm.Prefix(**logged["prefix"]))) == []
 
 
 # ------------------------------------------------------------------ resuming a log after a refactor
@@ -268,11 +269,11 @@ def rerun(path: Path, record: dict) -> dict:
     kind, name = provenance.log_kind(log), log.get("experiment") or log.get("study")
     arm, seed = record["arm"], record["seed"]
     if kind == provenance.GRID:
-        recipe = runs.arm_recipe(runs.get_experiment(name), arm, log["scale"])
+        recipe = grids.arm_recipe(grids.get_experiment(name), arm, log["scale"])
         return runs.run(recipe, seed, cache=False, progress=False, device="cpu",
-                        **runs.grid_documents(log.get("max_docs"))).metrics
+                        **grids.grid_documents(log.get("max_docs"))).metrics
     if kind == provenance.SCORES:
-        return ablations.score_run(runs.get_experiment(name), arm, seed, log["scale"], device="cpu")["metrics"]
+        return ablations.score_run(grids.get_experiment(name), arm, seed, log["scale"], device="cpu")["metrics"]
     if kind == provenance.FINETUNE:
         settings = finetune_runs.get_study(name).arm_settings(log["scale"])[arm]
         return run_finetune(settings, seed, device="cpu")["metrics"]
@@ -280,7 +281,7 @@ def rerun(path: Path, record: dict) -> dict:
 
 
 @pytest.mark.skipif(not SLOW, reason="a full logged run of every log (1 to 10 minutes each): MINI_BERT_SLOW=1")
-@pytest.mark.parametrize("path", sorted(runs.RESULTS_DIR.glob("*-cpu*.json")), ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", sorted(grids.RESULTS_DIR.glob("*-cpu*.json")), ids=lambda p: p.stem)
 def test_one_logged_run_of_each_log_is_reproduced(path, cache):
     record = quickest_record(provenance.read_log(path))
     again = rerun(path, record)

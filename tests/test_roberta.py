@@ -10,7 +10,7 @@ from mini_bert.build.data import load_corpus
 from mini_bert.train.recipe import parse_budget
 from mini_bert.improve.roberta import (BASE_BATCH, BATCHES, MASKING_STEPS, ROBERTA_BATCHES, ROBERTA_FORMATS,
                                ROBERTA_MASKING, scaled_lr)
-from mini_bert.train.runs import arm_recipe
+from mini_bert.train.grids import arm_recipe
 from mini_bert.build.tokenization import default_tokenizer
 
 EXPERIMENTS = (ROBERTA_MASKING, ROBERTA_FORMATS, ROBERTA_BATCHES)
@@ -122,7 +122,7 @@ def test_the_3300_step_formats_see_the_same_real_tokens_a_step():
     from mini_bert.train.batches import recipe_batches
     from mini_bert.build.data import load_corpus
     from mini_bert.improve.roberta import ROBERTA_FORMATS_3300
-    from mini_bert.train.runs import arm_recipe
+    from mini_bert.train.grids import arm_recipe
     from mini_bert.build.tokenization import default_tokenizer
 
     tokenizer, documents = default_tokenizer(8192), load_corpus("train")

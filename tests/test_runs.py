@@ -1,4 +1,5 @@
-"""Seeded runs and grids (mini_bert.train.runs): the cache, resuming, the statistics, bad input, the CLI."""
+"""Seeded runs and grids (mini_bert.train.runs, grids, stats): the cache, resuming, the statistics, bad input,
+the CLI."""
 from __future__ import annotations
 
 import json
@@ -10,33 +11,22 @@ import pytest
 import torch
 
 from mini_bert.core import cache as mb_cache
-from mini_bert.train import runs
+from mini_bert.train import grids, runs, stats
 from mini_bert.train import fingerprint as fpm
 from mini_bert.__main__ import build_parser, main
 from mini_bert.train.checkpoint import load_checkpoint
 from mini_bert.build import data as mb_data
 from mini_bert.build.data import load_corpus
-from mini_bert.train.runs import (
-    EXPERIMENTS,
-    Experiment,
-    GridResult,
-    arm_recipe,
-    code_version,
-    grid,
-    grid_documents,
-    paired_difference,
-    plot_grid,
-    run,
-    run_key,
-    student_t_cdf,
-    student_t_quantile,
-)
+from mini_bert.core.cache import code_version
+from mini_bert.train.grids import EXPERIMENTS, Experiment, GridResult, arm_recipe, grid, grid_documents, plot_grid
+from mini_bert.train.runs import run, run_key
+from mini_bert.train.stats import paired_difference, student_t_quantile
 
 from conftest import SMALL_VOCAB, count_full_trainings
 from mini_bert.train.recipe import Recipe
 
 # The smoke experiment's CPU recipe, with even fewer steps: every training here takes a second.
-TINY = Recipe(preset="tiny", model=runs.SMOKE_MODEL, vocab_size=SMALL_VOCAB, budget="5", batch_size=8, seq_len=32,
+TINY = Recipe(preset="tiny", model=grids.SMOKE_MODEL, vocab_size=SMALL_VOCAB, budget="5", batch_size=8, seq_len=32,
               long_seq_len=0)
 MAX_DOCS = 160  # quick grids: 160 training articles, 20 of each held-out split
 
@@ -56,7 +46,7 @@ class Counter:
 
     def __init__(self, monkeypatch, fail_after: int | None = None):
         self.calls, self.real, self.fail_after = [], runs.run, fail_after
-        monkeypatch.setattr(runs, "run", self)
+        monkeypatch.setattr(grids, "run", self)
 
     def __call__(self, recipe, seed=None, **kwargs):
         if kwargs.get("stop_at_step") is not None:  # a fingerprint's prefix, not one of the grid's runs
@@ -93,7 +83,10 @@ def test_code_version_follows_the_content_of_the_training_code(tmp_path, monkeyp
     assert {"train/recipe.py", "train/loop.py", "build/model.py", "build/masking.py", "train/runs.py"} <= names
     # Code a run never imports cannot change one: the views, the checkers, the transformers bridge.
     assert not any(n.startswith(("exercises/", "views/", "improve/", "beyond/")) for n in names)
-    assert not {"build/hf.py", "build/minilm.py", "train/inspection.py", "__main__.py"} & names
+    assert not {"hf.py", "build/bert_hf.py", "build/conversion.py", "build/minilm.py", "train/inspection.py",
+                "__main__.py"} & names
+    # Nor what is built on one run: the book's pretrained model, the grids, the statistics.
+    assert not {"train/pretrained.py", "train/grids.py", "train/stats.py", "train/engine.py"} & names
 
     copy = tmp_path / "mini_bert"
     shutil.copytree(mb_cache.PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "results"))
@@ -103,8 +96,8 @@ def test_code_version_follows_the_content_of_the_training_code(tmp_path, monkeyp
     (copy / "views" / "extra_view.py").write_text("def draw():\n    return 2\n")
     (copy / "exercises").mkdir(exist_ok=True)
     (copy / "exercises" / "extra_check.py").write_text("CHECK = 3\n")
-    (copy / "train" / "finetuning_draft.py").write_text("from .runs import pretrained\n")  # a new module using runs
-    (copy / "build" / "hf.py").write_text((copy / "build" / "hf.py").read_text() + "\nEXTRA = 1\n")
+    (copy / "train" / "finetuning_draft.py").write_text("from .runs import run\n")  # a new module using runs
+    (copy / "build" / "bert_hf.py").write_text((copy / "build" / "bert_hf.py").read_text() + "\nEXTRA = 1\n")
     assert code_version() == version
     training = copy / "train" / "recipe.py"
     source = training.read_text()
@@ -263,7 +256,7 @@ def test_a_fingerprint_is_the_start_of_the_full_run(docs):
         assert fp["close"][key] == fpm.rounded(full.history[key][:steps]), key
     assert fp["exact"]["tokens"] == full.history["tokens"][steps - 1]
     assert fp["exact"]["batch@last"] == fpm.batch_exact(full.batches, {"last": (11, 11 / 12)})["batch@last"]
-    assert fp["definition"]["recipe"] == runs._plain(recipe.replace(seed=0).to_dict())
+    assert fp["definition"]["recipe"] == runs.plain(recipe.replace(seed=0).to_dict())
 
 
 def test_changed_source_that_trains_the_same_keeps_the_cache_entry(cache, docs, monkeypatch):
@@ -318,7 +311,7 @@ def test_a_damaged_cache_entry_is_trained_again(cache, docs, capsys, damage):
 
 
 def test_lengths_the_model_cannot_take_are_skipped(cache, docs):
-    short = TINY.replace(model={**runs.SMOKE_MODEL, "max_position_embeddings": 64})
+    short = TINY.replace(model={**grids.SMOKE_MODEL, "max_position_embeddings": 64})
     result = quick(short, cache=False, **docs)
     assert result.path is None and not any(cache.glob("run-*"))
     assert {split: set(tasks) for split, tasks in result.evaluation.items()} == {"validation": {"mlm@32"},
@@ -371,7 +364,7 @@ def test_a_logged_run_reproduces_without_the_cache(cache, tmp_path, monkeypatch)
     result = quick_grid(path, seeds=1, arms=["mask-25"])
     (record,) = result.runs
     assert record["arm"] == "mask-25" and record["seed"] == 0 and not record["from_cache"]
-    loaded = runs.load_grid("smoke", results=path)  # what a chapter does with a shipped log
+    loaded = grids.load_grid("smoke", results=path)  # what a chapter does with a shipped log
     assert loaded.runs == result.runs and not loaded.stale and loaded.scale == "cpu"
     assert "--arms mask-25" in record["provenance"]["command"]
 
@@ -382,7 +375,7 @@ def test_a_logged_run_reproduces_without_the_cache(cache, tmp_path, monkeypatch)
         shutil.copytree(vocab, fresh / vocab.name)
     monkeypatch.setenv("MINI_BERT_CACHE", str(fresh))
     recipe = arm_recipe(EXPERIMENTS["smoke"], "mask-25", "cpu")
-    assert runs._plain(recipe.to_dict()) == record["recipe"]
+    assert runs.plain(recipe.to_dict()) == record["recipe"]
     again = quick(recipe, 0, cache=False, **grid_documents(MAX_DOCS))
     assert not again.from_cache
     assert set(again.metrics) == set(record["metrics"])
@@ -399,7 +392,7 @@ def test_a_grid_logs_a_fingerprint_of_every_arm_before_its_first_run(cache, tmp_
     counter.fail_after = 1
     with pytest.raises(KeyboardInterrupt):
         quick_grid(path, seeds=2)
-    log = runs.read_results(path)
+    log = grids.read_results(path)
     assert [(r["arm"], r["seed"]) for r in log["runs"]] == [("mask-15", 0)]
     assert sorted(log["fingerprints"]) == ["mask-15", "mask-25"]  # the arm to come too
     fp = log["fingerprints"]["mask-25"]
@@ -433,7 +426,8 @@ def test_a_log_of_other_behaviour_experiment_or_scale_is_refused(cache, tmp_path
         real = objectives.F
         patch.setattr(objectives, "F", types.SimpleNamespace(
             cross_entropy=lambda *a, **k: 1.01 * real.cross_entropy(*a, **k)))
-        patch.setattr(runs, "code_version", lambda: "0123456789ab")
+        for module in (runs, grids):  # the runs and the log's header, as after a refactor
+            patch.setattr(module, "code_version", lambda: "0123456789ab")
         with pytest.raises(ValueError, match=r"smoke\.json holds runs that the current code makes differently \(arm "
                                              r"'mask-15': close\.heldout\.test\.mlm@128\.loss: .*never mixed: delete it or pass results= a new"):
             quick_grid(path, seeds=1)
@@ -454,13 +448,14 @@ def test_a_log_of_other_behaviour_experiment_or_scale_is_refused(cache, tmp_path
     assert counter.calls == []  # refused before anything trained
     # Other code that trains the same (a refactor): the log resumes, and says which code added the run.
     path.write_text(saved)
-    monkeypatch.setattr(runs, "code_version", lambda: "0123456789ab")
-    resumed = runs.read_results(quick_grid(path, seeds=1).path)
+    for module in (runs, grids):
+        monkeypatch.setattr(module, "code_version", lambda: "0123456789ab")
+    resumed = grids.read_results(quick_grid(path, seeds=1).path)
     assert [(r["arm"], r["provenance"]["code_version"]) for r in resumed["runs"]] == [
         ("mask-15", json.loads(saved)["code_version"]), ("mask-25", "0123456789ab")]
 
 
-SHORT_POSITIONS = TINY.replace(model={**runs.SMOKE_MODEL, "max_position_embeddings": 64})
+SHORT_POSITIONS = TINY.replace(model={**grids.SMOKE_MODEL, "max_position_embeddings": 64})
 
 
 @pytest.mark.parametrize("call, message", [
@@ -485,7 +480,7 @@ SHORT_POSITIONS = TINY.replace(model={**runs.SMOKE_MODEL, "max_position_embeddin
      r"max_position_embeddings"),
     (lambda p: Experiment("x", "", {"a": {}, "two-phase": {"long_seq_len": 128}}, "a", {"cpu": SHORT_POSITIONS}),
      r"trains 128-token examples but the model has only 64 positions"),
-    (lambda p: Recipe(model={**runs.SMOKE_MODEL, "max_position_embeddings": 64}),  # the default long phase: 128
+    (lambda p: Recipe(model={**grids.SMOKE_MODEL, "max_position_embeddings": 64}),  # the default long phase: 128
      r"trains 128-token examples but the model has only 64 positions"),
 ])
 def test_bad_input_is_named_before_anything_trains(call, message, tmp_path, monkeypatch):
@@ -497,7 +492,7 @@ def test_bad_input_is_named_before_anything_trains(call, message, tmp_path, monk
 
 def grid_log(runs_: list, **header) -> dict:
     """A hand-made results log of the current code (nothing trained)."""
-    return {"format": runs.RESULTS_FORMAT, "experiment": "smoke", "scale": "cpu", "max_docs": MAX_DOCS,
+    return {"format": grids.RESULTS_FORMAT, "experiment": "smoke", "scale": "cpu", "max_docs": MAX_DOCS,
             "code_version": code_version(), "command": "python -m mini_bert grid smoke --seeds 1", "runs": runs_,
             **header}
 
@@ -515,7 +510,7 @@ def test_a_damaged_results_file_is_named_with_the_fix(content, message, tmp_path
     path.write_bytes(content)
     fix = r".*delete .*smoke\.json \(the command that made it trains every run again\) or pass results= a new path"
     with pytest.raises(ValueError, match=message + fix):
-        runs.load_grid("smoke", results=path)
+        grids.load_grid("smoke", results=path)
     with pytest.raises(ValueError, match=message + fix):
         quick_grid(path, seeds=1)
     assert path.read_bytes() == content  # left as it was, for the user to look at
@@ -524,17 +519,17 @@ def test_a_damaged_results_file_is_named_with_the_fix(content, message, tmp_path
 def test_a_missing_results_file_says_how_to_make_it(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"no results file .*nothing\.json: train the grid first \(python -m "
                                                 r"mini_bert grid smoke --scale cpu\)"):
-        runs.load_grid("smoke", results=tmp_path / "nothing.json")
+        grids.load_grid("smoke", results=tmp_path / "nothing.json")
 
 
 def test_a_log_of_other_code_loads_as_stale_but_is_never_resumed(tmp_path, monkeypatch):
     Counter(monkeypatch, fail_after=0)
     path = tmp_path / "smoke.json"
-    recipe = runs._plain(arm_recipe(EXPERIMENTS["smoke"], "mask-15", "cpu").replace(seed=0).to_dict())
+    recipe = runs.plain(arm_recipe(EXPERIMENTS["smoke"], "mask-15", "cpu").replace(seed=0).to_dict())
     record = {"arm": "mask-15", "seed": 0, "recipe": recipe, "metrics": {"validation.mlm@32.accuracy": 0.1},
               "provenance": {"code_version": "0123456789ab"}}
     path.write_text(json.dumps(grid_log([record], code_version="0123456789ab")))
-    loaded = runs.load_grid("smoke", results=path)  # a chapter may still show it, marked stale
+    loaded = grids.load_grid("smoke", results=path)  # a chapter may still show it, marked stale
     assert loaded.stale and loaded.code_version == "0123456789ab"
     with pytest.raises(ValueError, match=r"holds runs of code version 0123456789ab \(now [0-9a-f]{12}\) without "
                                          r"fingerprints of arm\(s\) \['mask-15'\].*delete it"):
@@ -563,7 +558,7 @@ def test_results_are_written_atomically(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------ a shipped log reproduces
 
-SHIPPED = runs.RESULTS_DIR / "smoke-cpu.json"  # made by its own command; see its "command"
+SHIPPED = grids.RESULTS_DIR / "smoke-cpu.json"  # made by its own command; see its "command"
 
 # How close a rerun must come to the logged numbers. On the same machine a rerun is bit-identical
 # (every seed is fixed and the CPU kernels are deterministic). On another CPU the matrix products
@@ -605,29 +600,29 @@ def parse_grid_command(command: str):
 
 
 def test_the_shipped_log_names_the_command_that_regenerates_it():
-    log = runs.read_results(SHIPPED)
+    log = grids.read_results(SHIPPED)
     args, seeds = parse_grid_command(log["command"])
     experiment = EXPERIMENTS[args.name]
     assert args.name == log["experiment"] == "smoke" and args.scale == log["scale"]
     assert args.max_docs == log["max_docs"] and args.results is None  # the default path: this very file
-    assert runs.default_results_path(args.name, args.scale, args.max_docs) == SHIPPED
+    assert grids.default_results_path(args.name, args.scale, args.max_docs) == SHIPPED
     assert args.device == "cpu"  # the shipped numbers are CPU numbers: the command must not pick a GPU
     arms = args.arms.split(",") if args.arms else list(experiment.arms)
     # The command trains exactly the logged runs: every arm x seed it names, and nothing else.
     assert sorted((r["arm"], r["seed"]) for r in log["runs"]) == sorted((a, s) for a in arms for s in seeds)
-    assert runs.grid_command(args.name, seeds, args.scale, arms=args.arms.split(",") if args.arms else None,
+    assert grids.grid_command(args.name, seeds, args.scale, arms=args.arms.split(",") if args.arms else None,
                              device=args.device, max_docs=args.max_docs) == log["command"]
     for record in log["runs"]:
         assert record["provenance"]["command"] == log["command"]
         # The experiment still defines the logged recipes (else the command would train other runs).
-        assert record["recipe"] == runs._plain(arm_recipe(experiment, record["arm"], args.scale)
+        assert record["recipe"] == runs.plain(arm_recipe(experiment, record["arm"], args.scale)
                                                .replace(seed=record["seed"]).to_dict())
 
 
 def test_a_run_of_the_shipped_log_is_reproduced_by_its_command(cache, tmp_path, capsys):
     """Rerun one logged run the way the stored command does (the CLI, grid, train_record, run) in an
     empty run cache, so that it really trains, and compare with the logged numbers."""
-    log = runs.read_results(SHIPPED)
+    log = grids.read_results(SHIPPED)
     args, seeds = parse_grid_command(log["command"])
     assert seeds == [0]  # one seed: restricting the command to one arm reruns exactly one logged run
     record = next(r for r in log["runs"] if r["arm"] == EXPERIMENTS[args.name].baseline)
@@ -636,7 +631,7 @@ def test_a_run_of_the_shipped_log_is_reproduced_by_its_command(cache, tmp_path, 
                                               "--jobs", "1", "--threads", "1", "--no-progress"]
     assert main(argv) == 0
     capsys.readouterr()
-    (rerun,) = runs.read_results(rerun_log)["runs"]
+    (rerun,) = grids.read_results(rerun_log)["runs"]
     assert (rerun["arm"], rerun["seed"], rerun["from_cache"]) == (record["arm"], record["seed"], False)
     assert rerun["recipe"] == record["recipe"]
     assert rerun["provenance"]["steps"] == record["provenance"]["steps"]
@@ -657,7 +652,7 @@ def test_a_run_of_the_shipped_log_is_reproduced_by_its_command(cache, tmp_path, 
     (lambda m: m.__setitem__("test.mlm@128.loss", m["test.mlm@128.loss"] * (1 + 5e-4)), None),
 ])
 def test_the_reproduction_check_reports_a_perturbed_logged_number(perturb, expected):
-    logged = runs.read_results(SHIPPED)["runs"][0]["metrics"]
+    logged = grids.read_results(SHIPPED)["runs"][0]["metrics"]
     assert reproduction_mismatches(logged, dict(logged)) == []
     changed = dict(logged)
     perturb(changed)
@@ -670,15 +665,22 @@ def test_the_reproduction_check_reports_a_perturbed_logged_number(perturb, expec
 
 # ------------------------------------------------------------------ statistics
 
-def test_student_t_quantiles_match_the_tables():
-    for df, expected in ((1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (30, 2.0423)):
-        assert student_t_quantile(0.975, df) == pytest.approx(expected, abs=1e-4)
-    assert student_t_quantile(0.95, 5) == pytest.approx(2.0150, abs=1e-4)
+def test_intervals_use_the_student_t_quantiles_of_the_tables():
+    # Differences s - (n - 1) / 2 for seeds s = 0 .. n - 1: mean 0, sample sd sqrt(n (n + 1) / 12), so the
+    # half-width of the interval is t(df = n - 1) * sd / sqrt(n), t read from a printed table.
+    for level, df, t in ((0.95, 1, 12.7062), (0.95, 2, 4.3027), (0.95, 4, 2.7764), (0.95, 9, 2.2622),
+                         (0.95, 30, 2.0423), (0.90, 5, 2.0150), (0.90, 1, 6.3138)):
+        n = df + 1
+        d = paired_difference({s: s - df / 2 for s in range(n)}, dict.fromkeys(range(n), 0.0), level)
+        half = t * math.sqrt(n * (n + 1) / 12) / math.sqrt(n)
+        assert d.mean == pytest.approx(0.0, abs=1e-12)
+        assert (d.ci_low, d.ci_high) == pytest.approx((-half, half), rel=1e-4), (level, df)
+    assert student_t_quantile(0.975, 9) == pytest.approx(2.2622, abs=1e-4)  # what chapter 13's exercise uses
     assert student_t_quantile(0.025, 4) == pytest.approx(-2.7764, abs=1e-4)
     assert student_t_quantile(0.975, 10_000) == pytest.approx(1.9600, abs=1e-3)  # the normal limit
-    assert student_t_cdf(0.0, 3) == 0.5 and student_t_cdf(1.0, 1) == pytest.approx(0.75)  # Cauchy: 1/2 + atan(1)/pi
-    with pytest.raises(ValueError):
-        student_t_quantile(1.0, 3)
+    for p, df in ((1.0, 3), (0.0, 3), (0.975, 0)):
+        with pytest.raises(ValueError):
+            student_t_quantile(p, df)
 
 
 def hand_made() -> GridResult:
@@ -784,29 +786,29 @@ def test_cli_runs_a_grid_and_prints_its_tables(cache, tmp_path, capsys):
 def test_a_verdict_follows_the_rule_stated_before_the_runs():
     base = {0: 0.30, 1: 0.32, 2: 0.31}
     # Differences 0.05, 0.04, 0.06: the 95% interval [0.025, 0.075] excludes 0.
-    assert runs.verdict({0: 0.35, 1: 0.36, 2: 0.37}, base, 0.02).kind == runs.DIFFERENT
+    assert stats.verdict({0: 0.35, 1: 0.36, 2: 0.37}, base, 0.02).kind == stats.DIFFERENT
     # Differences 0.001, -0.001, 0.000: sd 0.001, 90% half-width t(0.95, 2) 2.92 x 0.001 / sqrt(3) = 0.0017.
     near = {0: 0.301, 1: 0.319, 2: 0.31}
-    v = runs.verdict(near, base, 0.005)
-    assert v.kind == runs.EQUIVALENT and v.ci90 == pytest.approx((-0.0016858, 0.0016858), abs=1e-6)
+    v = stats.verdict(near, base, 0.005)
+    assert v.kind == stats.EQUIVALENT and v.ci90 == pytest.approx((-0.0016858, 0.0016858), abs=1e-6)
     assert "equivalent within +-0.005" in str(v)
     # The same differences with a margin smaller than the interval: neither.
-    assert runs.verdict(near, base, 0.001).kind == runs.INCONCLUSIVE
+    assert stats.verdict(near, base, 0.001).kind == stats.INCONCLUSIVE
     # Differences 0.03, -0.02, 0.01: wide, crossing 0, outside +-0.02.
-    assert runs.verdict({0: 0.33, 1: 0.30, 2: 0.32}, base, 0.02).kind == runs.INCONCLUSIVE
+    assert stats.verdict({0: 0.33, 1: 0.30, 2: 0.32}, base, 0.02).kind == stats.INCONCLUSIVE
     # One seed cannot be equivalent to anything.
-    assert runs.verdict({0: 0.30}, {0: 0.30}, 0.02).kind == runs.INCONCLUSIVE
+    assert stats.verdict({0: 0.30}, {0: 0.30}, 0.02).kind == stats.INCONCLUSIVE
     for margin in (0, -0.01, None):
         with pytest.raises(ValueError, match="margin must be a positive number"):
-            runs.verdict(near, base, margin)
+            stats.verdict(near, base, margin)
 
 
 def test_a_rate_sweep_runs_every_arm_at_its_own_rate_times_the_factors():
     experiment = Experiment("swept", "two arms", {"a": {}, "b": {"lr": 4e-3, "mask_ratio": 0.15}}, "a",
                             {"cpu": TINY.replace(lr=1e-3), "gpu": TINY})
-    sweep = runs.lr_sweep(experiment)
+    sweep = grids.lr_sweep(experiment)
     try:
-        assert runs.get_experiment("swept-lr") is sweep and sweep.baseline == "a-lr0.001"
+        assert grids.get_experiment("swept-lr") is sweep and sweep.baseline == "a-lr0.001"
         assert list(sweep.arms) == ["a-lr0.0005", "a-lr0.001", "a-lr0.002", "b-lr0.002", "b-lr0.004", "b-lr0.008"]
         assert arm_recipe(sweep, "b-lr0.008") == TINY.replace(lr=8e-3, mask_ratio=0.15)
         assert list(sweep.base) == ["cpu"]  # the rates are the cpu scale's
@@ -820,8 +822,8 @@ def test_a_sweep_extended_beyond_an_edge_adds_only_the_named_arms_rates_and_choo
                             ({"a": (2.0,)}, r"arm 'a' must be positive factors not already swept"),
                             ({"a": (-4.0,)}, r"arm 'a' must be positive factors")]:
         with pytest.raises(ValueError, match=error):
-            runs.lr_sweep(experiment, extended=extended)
-    sweep = runs.lr_sweep(experiment, extended={"a": (4.0,)})
+            grids.lr_sweep(experiment, extended=extended)
+    sweep = grids.lr_sweep(experiment, extended={"a": (4.0,)})
     try:
         assert list(sweep.arms) == ["a-lr0.0005", "a-lr0.001", "a-lr0.002", "a-lr0.004",
                                     "b-lr0.0005", "b-lr0.001", "b-lr0.002"]
@@ -829,9 +831,9 @@ def test_a_sweep_extended_beyond_an_edge_adds_only_the_named_arms_rates_and_choo
         scores = {"a-lr0.0005": 0.20, "a-lr0.001": 0.22, "a-lr0.002": 0.25, "a-lr0.004": 0.24,
                   "b-lr0.0005": 0.10, "b-lr0.001": 0.30, "b-lr0.002": 0.20}
         records = [{"arm": arm, "seed": 0, "recipe": {"lr": arm_recipe(sweep, arm).lr},
-                    "metrics": {runs.SWEEP_METRIC: v}} for arm, v in scores.items()]
+                    "metrics": {grids.SWEEP_METRIC: v}} for arm, v in scores.items()]
         # 2e-3 was an edge of a's first three rates; with 4e-3 tried it is inside them
-        assert runs.chosen_rates(GridResult(sweep, "cpu", records)) == {"a": 2e-3, "b": 1e-3}
+        assert grids.chosen_rates(GridResult(sweep, "cpu", records)) == {"a": 2e-3, "b": 1e-3}
     finally:
         EXPERIMENTS.pop("edge-lr")
 
@@ -842,9 +844,9 @@ def test_the_3300_step_grids_are_at_chapter_8s_budget_with_their_sweeps_and_down
     names = ["sentence-objectives-3300", "roberta-masking-3300", "roberta-formats-3300", "roberta-batches-3300",
              "albert-parameters-3300"]
     for name in names:
-        experiment = runs.get_experiment(name)
+        experiment = grids.get_experiment(name)
         assert experiment.downstream is ablations.DOWNSTREAM_1000
-        sweep = runs.get_experiment(f"{name}-lr")
+        sweep = grids.get_experiment(f"{name}-lr")
         # the plan's edge rule extended two arms by one rate each, dated in the source
         extended = {"sentence-objectives-3300": {"mlm": 4.0},
                     "roberta-formats-3300": {"segment-pair-nsp": 0.25, "full-sentences": 0.25}}
@@ -860,23 +862,23 @@ def test_the_3300_step_grids_are_at_chapter_8s_budget_with_their_sweeps_and_down
             rates = sorted(arm_recipe(sweep, a).lr for a in sweep.arms if a.rsplit("-lr", 1)[0] == arm)
             more = [recipe.lr * extended[name][arm]] if arm in extended.get(name, {}) else []
             assert rates == pytest.approx(sorted([recipe.lr / 2, recipe.lr, recipe.lr * 2, *more]))
-    assert "all-low-lr" not in runs.get_experiment("albert-parameters-3300").arms
+    assert "all-low-lr" not in grids.get_experiment("albert-parameters-3300").arms
 
 
 def test_chosen_rates_take_each_arms_best_and_refuse_an_edge_or_a_partial_sweep():
     experiment = Experiment("pick", "two arms", {"a": {}, "b": {}}, "a", {"cpu": TINY.replace(lr=1e-3)})
-    sweep = runs.lr_sweep(experiment)
+    sweep = grids.lr_sweep(experiment)
     try:
         scores = {"a-lr0.0005": 0.20, "a-lr0.001": 0.25, "a-lr0.002": 0.22,
                   "b-lr0.0005": 0.10, "b-lr0.001": 0.30, "b-lr0.002": 0.30}  # a tie: the first rate
         records = [{"arm": arm, "seed": 0, "recipe": {"lr": arm_recipe(sweep, arm).lr},
-                    "metrics": {runs.SWEEP_METRIC: v}} for arm, v in scores.items()]
-        assert runs.chosen_rates(GridResult(sweep, "cpu", records)) == {"a": 1e-3, "b": 1e-3}
+                    "metrics": {grids.SWEEP_METRIC: v}} for arm, v in scores.items()]
+        assert grids.chosen_rates(GridResult(sweep, "cpu", records)) == {"a": 1e-3, "b": 1e-3}
         with pytest.raises(ValueError, match=r"has not run b-lr0.002 yet"):
-            runs.chosen_rates(GridResult(sweep, "cpu", records[:-1]))
-        records[2]["metrics"][runs.SWEEP_METRIC] = 0.9  # a is now best at its largest rate
+            grids.chosen_rates(GridResult(sweep, "cpu", records[:-1]))
+        records[2]["metrics"][grids.SWEEP_METRIC] = 0.9  # a is now best at its largest rate
         with pytest.raises(ValueError, match=r"arm 'a' is best at 0.002, an edge .* extend the sweep to 0.004"):
-            runs.chosen_rates(GridResult(sweep, "cpu", records))
+            grids.chosen_rates(GridResult(sweep, "cpu", records))
     finally:
         EXPERIMENTS.pop("pick-lr")
 

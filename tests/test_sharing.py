@@ -9,7 +9,7 @@ import torch
 
 from mini_bert import BertConfig, BertForPreTraining
 from mini_bert.build.params import count_parameters, formula_parameters
-from mini_bert.train.runs import arm_recipe
+from mini_bert.train.grids import arm_recipe
 from mini_bert.improve.sharing import (ALBERT_PARAMETERS, FULL_SIZES, counted_flops, forward_flops, full_size_table,
                                step_seconds)
 

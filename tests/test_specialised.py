@@ -1,7 +1,7 @@
 """mini_bert.smaller.specialised: the chapter's grids as data, checked before any run, and their verdicts."""
 import pytest
 
-from mini_bert.train.runs import DIFFERENT, EQUIVALENT, INCONCLUSIVE
+from mini_bert.train.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE
 from mini_bert.smaller.specialised import (LABEL_BUDGETS, SEEDS, STUDIES, Comparison, SpecialisedStudy, check_study,
                                    verdicts)
 

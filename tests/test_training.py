@@ -248,7 +248,7 @@ def test_default_sequence_length_follows_the_objective():
 
 
 def test_recipe_search_log_describes_the_default_recipe():
-    from mini_bert.train.runs import PRETRAINED, recipe_search
+    from mini_bert.train.pretrained import PRETRAINED, recipe_search
 
     runs = {run["id"]: run for run in recipe_search()["runs"]}
     assert len(runs) == len(recipe_search()["runs"])  # ids are unique

@@ -509,7 +509,7 @@ def test_kernel_free_heads_are_self_contained_and_unique(head_view, small_models
 @pytest.fixture
 def grid_log():
     from mini_bert.train.recipe import Recipe
-    from mini_bert.train.runs import Experiment, GridResult
+    from mini_bert.train.grids import Experiment, GridResult
 
     experiment = Experiment(name="chooser-test", description="", arms={"a": {}, "b": {"mask_ratio": 0.15},
                                                                          "c": {"mask_ratio": 0.4}},

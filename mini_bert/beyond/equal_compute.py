@@ -52,12 +52,12 @@ from ..train.engine import LogPlan, run_log, seed_list
 from ..train.evaluation import evaluate_mlm
 from ..train.fingerprint import (PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
                           rounded, update_norm)
+from ..train.grids import (RESULTS_DIR, RESULTS_FORMAT, SWEEP_FACTORS, SWEEP_METRIC, Experiment, GridResult,
+                           read_results, sweep_arm, sweep_description, sweep_factors)
 from ..train.loop import train
 from ..train.pretraining import sinusoidal_table
 from ..train.recipe import Recipe
-from ..train.runs import (RESULTS_DIR, RESULTS_FORMAT, SWEEP_FACTORS, SWEEP_METRIC, Experiment, GridResult, chosen_steps,
-                   flatten_metrics, heldout_slices, read_results, score, sweep_arm, sweep_description,
-                   sweep_factors)
+from ..train.runs import chosen_steps, flatten_metrics, heldout_slices, score
 from .deberta import DebertaConfig, DebertaModel
 from .electra import ElectraForPreTraining, electra_objectives, step_flops
 from .modernbert import ModernBertConfig, ModernBertForMaskedLM
@@ -193,11 +193,11 @@ class Study:
         for arm, (family, _) in self.arms.items():
             if family not in FAMILIES:
                 raise ValueError(f"study {self.name!r}, arm {arm!r}: unknown family {family!r}")
-        self.experiment  # checks the arms' recipes (runs.Experiment does)
+        self.experiment  # checks the arms' recipes (grids.Experiment does)
 
     @property
     def experiment(self) -> Experiment:
-        """The study as a runs.Experiment (its recipes only), for GridResult's tables and figures."""
+        """The study as a grids.Experiment (its recipes only), for GridResult's tables and figures."""
         return Experiment(self.name, self.description, {arm: changes for arm, (_, changes) in self.arms.items()},
                           self.baseline, self.base, self.metrics)
 
@@ -575,7 +575,7 @@ def study_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
 
 
 def load_study(name: str, scale: str = "cpu", *, results: str | Path | None = None) -> GridResult:
-    """A study's log as a runs.GridResult (tables with paired differences, plot_grid); its
+    """A study's log as a grids.GridResult (tables with paired differences, plot_grid); its
     `code_version` is the study code's (code_version(*STUDY_CODE)), which `.stale` compares."""
     study = get_study(name)
     path = Path(results) if results is not None else study_path(name, scale)

@@ -125,7 +125,7 @@ def check_segment_masks(segment_masks) -> bool:
 def check_paired_interval(paired_interval) -> bool:
     """Check paired_interval(arm, baseline) -> (mean, low, high): the mean of arm[s] - baseline[s] over
     the seeds both have (dicts seed -> value) and its 95% Student-t confidence interval."""
-    from ..train.runs import paired_difference
+    from ..train.stats import paired_difference
 
     passed: list[str] = []
     fail = functools.partial(fail_check, "check_paired_interval", passed)
@@ -181,6 +181,6 @@ def _unpaired_half_width(arm: dict, baseline: dict, seeds: list) -> float:
 
 
 def _t975(df: int) -> float:
-    from ..train.runs import student_t_quantile
+    from ..train.stats import student_t_quantile
 
     return student_t_quantile(0.975, df)

@@ -3,12 +3,12 @@ that every Part III experiment is read on (chapter 11's, registered by mini_bert
 chapter 12's, registered by mini_bert.improve.sharing beside what it measures, are scored here the same
 way).
 
-A pretraining grid (mini_bert.train.runs.grid) scores every run on held-out masked tokens. An ablation
+A pretraining grid (mini_bert.train.grids.grid) scores every run on held-out masked tokens. An ablation
 of BERT's successors asks more: does the model know which segment follows which (ALBERT's SOP),
 whether two segments belong together (BERT's NSP), and does it fine-tune better? This module adds
 those scores, the same for every arm, and logs them beside the grid's own log:
 
-- `Experiment`s, registered with mini_bert.train.runs: "sentence-objectives" (chapter 13: MLM alone,
+- `Experiment`s, registered with mini_bert.train.grids: "sentence-objectives" (chapter 13: MLM alone,
   MLM + NSP, MLM + SOP on the same sentence pairs).
 - `sentence_scores`: NSP and SOP accuracy of a frozen model, read by a logistic probe on its
   last-layer [CLS] vector (trained on training-split pairs, chosen on nothing, scored on the
@@ -48,11 +48,12 @@ from ..train.finetune_runs import get_study, read_log
 from ..train.finetune_runs import prefix_settings, run_finetune
 from ..train.fingerprint import (PREFIX, Prefix, fingerprint, isolated, parameter_norm, prefix_recipe,
                           rounded)
+from ..train.grids import RESULTS_DIR, Experiment, GridResult, arm_recipe, get_experiment, load_grid, lr_sweep, register
 from ..train.heldout import sentence_batch
 from ..train.pretraining import build_model
 from ..train.recipe import Recipe
-from ..train.runs import (RESULTS_DIR, Experiment, GridResult, Verdict, arm_recipe, flatten_metrics, get_experiment, heldout_slices,
-                   load_grid, lr_sweep, mean_std, paired_difference, register, run, score, verdict)
+from ..train.runs import flatten_metrics, heldout_slices, run, score
+from ..train.stats import Verdict, mean_std, paired_difference, verdict
 
 SCORES_FORMAT = "mini_bert-ablation-scores/1"
 ABLATION_CODE = ("improve.ablations",)  # the code version of a scores log: this module and all it imports
@@ -146,7 +147,7 @@ SENTENCE_OBJECTIVES = register(Experiment(
 
 
 # The same three arms at chapter 8's budget of steps (3,300; issue 32), each at the learning rate
-# chosen on validation from its sweep (runs.lr_sweep): the 600-step grid above left every arm on
+# chosen on validation from its sweep (grids.lr_sweep): the 600-step grid above left every arm on
 # the unigram plateau and its NSP arm never learned NSP. 64 pairs a step of 64 tokens (4,096
 # tokens, twice chapter 8's: NSP learns from the number of pairs it sees), 11 minutes of one
 # core a run.
@@ -575,7 +576,7 @@ def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VER
 
 def verdicts(result: GridResult, metrics: Sequence[str] = (MLM_VERDICT, *DOWNSTREAM_VERDICTS)
              ) -> dict[str, dict[str, Verdict]]:
-    """{metric: {arm: verdict on arm - baseline}} by the stated rule and margins (runs.verdict)."""
+    """{metric: {arm: verdict on arm - baseline}} by the stated rule and margins (stats.verdict)."""
     baseline = result.experiment.baseline
     out = {}
     for metric in metrics:

@@ -1,7 +1,7 @@
 """Chapter 11, RoBERTa: which of its changes to BERT's recipe matter at small scale.
 
 RoBERTa (Liu et al. 2019) kept BERT's model and changed how it is trained. Three of its
-ablations are registered here as experiments (mini_bert.train.runs), each scored like every Part III
+ablations are registered here as experiments (mini_bert.train.grids), each scored like every Part III
 experiment: the grid's held-out MLM and mini_bert.improve.ablations' scores log (chapter 10's downstream
 runs and the NSP/SOP probes), on the same targets for every arm:
 
@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 
+from ..train.grids import Experiment, lr_sweep, register
 from ..train.recipe import Recipe
-from ..train.runs import Experiment, lr_sweep, register
 from .ablations import DOWNSTREAM_1000
 
 # ============================================================================================
@@ -111,7 +111,7 @@ ROBERTA_BATCHES = register(Experiment(
 # The three tables at chapter 8's budget (issue 32)
 # ============================================================================================
 
-# Every arm at the learning rate chosen on validation from its sweep (runs.lr_sweep), for
+# Every arm at the learning rate chosen on validation from its sweep (grids.lr_sweep), for
 # chapter 8's 3,300 steps of 2,048 tokens or its tokens: the 600-step grids above ended on the
 # unigram plateau, where the untrained model fine-tuned as well as any.
 

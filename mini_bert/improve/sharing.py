@@ -5,7 +5,7 @@ config.embedding_size) and cross-layer sharing (every layer reuses the first lay
 and/or feed-forward blocks, config.sharing). Both live in mini_bert.build.model; this module measures
 them:
 
-- the experiment "albert-parameters" (registered with mini_bert.train.runs): E from H down to H/8 at a
+- the experiment "albert-parameters" (registered with mini_bert.train.grids): E from H down to H/8 at a
   fixed H, sharing none / attention / ffn / all (and all at a quarter of the learning rate), and
   the shallow model with as many parameters as the fully shared deep one (equal parameters vs
   equal compute). Its quality scores are the grid's
@@ -29,8 +29,8 @@ import torch
 from ..build.config import BertConfig
 from ..build.model import BertForPreTraining
 from ..build.params import count_on_meta, formula_parameters
+from ..train.grids import Experiment, lr_sweep, register
 from ..train.recipe import Recipe
-from ..train.runs import Experiment, lr_sweep, register
 from .ablations import DOWNSTREAM_1000
 
 # ============================================================================================
@@ -83,7 +83,7 @@ ALBERT_PARAMETERS = register(Experiment(
 
 
 # The same comparison at chapter 8's 3,300 steps (issue 32), every arm at its learning rate
-# chosen on validation (runs.lr_sweep); "all-low-lr" goes, the sweep asks its question for every
+# chosen on validation (grids.lr_sweep); "all-low-lr" goes, the sweep asks its question for every
 # arm. About 9 minutes of one core a run (the 4-layer model).
 ALBERT_PARAMETERS_3300 = register(Experiment(
     name="albert-parameters-3300",

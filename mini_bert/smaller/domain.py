@@ -76,7 +76,7 @@ class ContinuedRun:
 def continuation_recipe(steps: int, lr: float, seed: int, base: Recipe | None = None) -> Recipe:
     """The book's recipe (chapter 8's, two phases) with a budget of `steps` more steps at peak rate
     `lr`: its warmup and decay restart, as a new run on an already trained model does."""
-    from ..train.runs import PRETRAINED
+    from ..train.pretrained import PRETRAINED
 
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")
@@ -90,7 +90,7 @@ def continue_pretraining(documents: Sequence, steps: int, *, lr: float = 1e-3, s
     The start is copied, never changed. Seeded: the batches, masks and dropout follow `seed`."""
     from ..train.batches import recipe_batches
     from ..train.loop import train
-    from ..train.runs import pretrained
+    from ..train.pretrained import pretrained
 
     if len(documents) == 0:
         raise ValueError("no documents to continue pretraining on")

@@ -19,7 +19,7 @@ mini_bert/results/plan-distillation.md; it was committed before any of these run
 Every arm is data (a dict), checked on import by the pieces that will run it (FinetuneConfig,
 DistillConfig, the finetuning settings), so a typo fails here rather than hours into a grid.
 `VERDICTS` lists, per study, the comparisons the chapter reads and their margins, fixed now;
-`verdicts` reads them from a log's records with mini_bert.train.runs.verdict.
+`verdicts` reads them from a log's records with mini_bert.train.stats.verdict.
 """
 from __future__ import annotations
 
@@ -29,7 +29,8 @@ from typing import Sequence
 from ..train.finetune_runs import labels_epochs
 from ..train.finetune_runs import run_settings
 from ..train.finetuning import FinetuneConfig
-from ..train.runs import SCALES, Verdict, verdict
+from ..train.grids import SCALES
+from ..train.stats import Verdict, verdict
 from .distillation import DistillConfig
 
 SEEDS = 5  # from the power calculation in plan-distillation.md (3 seeds cannot show equivalence at 0.02)
@@ -223,7 +224,7 @@ for _settings in ADAPTATION_DOWNSTREAM.values():  # the domain's truecase tasks 
 
 def verdicts(study: SpecialisedStudy, records: Sequence[dict]) -> list[tuple[Comparison, Verdict]]:
     """Each comparison of `study` on a log's records ({"arm", "seed", "metrics"}), by the book's
-    rule (mini_bert.train.runs.verdict: different / equivalent within the margin / inconclusive)."""
+    rule (mini_bert.train.stats.verdict: different / equivalent within the margin / inconclusive)."""
     def by_seed(arm: str, metric: str) -> dict[int, float]:
         return {r["seed"]: r["metrics"][metric] for r in records if r["arm"] == arm and metric in r["metrics"]}
 

@@ -1,4 +1,4 @@
-"""One engine for every log of runs: pretraining grids (mini_bert.train.runs.grid), ablation scores
+"""One engine for every log of runs: pretraining grids (mini_bert.train.grids.grid), ablation scores
 (ablations.score_grid), fine-tuning studies (finetune_runs.finetune_grid) and chapter 15's studies
 (equal_compute.study_grid).
 
@@ -9,7 +9,7 @@ Each of them plans the same way and differs only in what one run is:
   before anything runs;
 - the runs not yet logged run seed-major (seed 0 of every arm, then seed 1: a log stopped early
   still has paired runs), in this process or in worker processes (one single-thread run per
-  core is the fastest use of a CPU, runs.DEFAULT_JOBS_RULE);
+  core is the fastest use of a CPU, grids.DEFAULT_JOBS_RULE);
 - each finished run is checked (`accept`), appended, sorted (seed, then the experiment's order of
   arms) and the whole log rewritten atomically, so that a stopped command loses only the runs in
   progress and resumes where it stopped.

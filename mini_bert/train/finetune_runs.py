@@ -39,8 +39,11 @@ from .engine import LogPlan, run_log, seed_list
 from .finetuning import (INITS, STRATEGIES, FinetuneConfig, check_labels, evaluate, evaluate_windows, finetune,
                          linear_schedule, load_encoder, load_task, make_head, scores)
 from .fingerprint import PREFIX, Prefix, fingerprint, is_current, isolated, rounded
+from .grids import SCALES
 from .loop import no_decay_ids
-from .runs import PRETRAINED, SCALES, PairedDifference, heldout_slices, mean_std, paired_difference, run
+from .pretrained import PRETRAINED
+from .runs import heldout_slices, run
+from .stats import PairedDifference, mean_std, paired_difference
 from .tasks import TASKS, encode_windows, topic_examples
 
 RESULTS_DIR = PACKAGE / "results"

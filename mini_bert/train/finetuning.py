@@ -40,8 +40,8 @@ from torch import nn
 from ..build.model import IGNORE_INDEX, BertModel, init_weights
 from ..core.runtime import seed_everything
 from .loop import autocast_context, no_decay_ids
+from .pretrained import PRETRAINED, pretrained
 from .recipe import AMP_MODES
-from .runs import PRETRAINED, pretrained
 from .tasks import (CASES, TASKS, Task, TaskData, Windows, batched_logits, check_uncased, encode_tagged, encode_texts,
                     same_topic_examples, subsample, topic_examples, truecase_examples)
 
@@ -298,7 +298,7 @@ def load_encoder(init: str, *, seed: int = 0, progress: bool = False) -> tuple[B
     """The encoder a fine-tuning run starts from, and its tokenizer.
 
     "scratch": the book's tiny BERT architecture, randomly initialised (seeded): no pretraining.
-    "tiny-wiki": the book's pretrained tiny BERT (mini_bert.train.runs.pretrained; trained into the
+    "tiny-wiki": the book's pretrained tiny BERT (mini_bert.train.pretrained.pretrained; trained into the
         cache on first use). "minilm": all-MiniLM-L6-v2 with bert-base-uncased's vocabulary.
     Anything else: a checkpoint folder written by mini_bert (`pretrain --out`).
     """

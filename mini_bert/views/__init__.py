@@ -16,7 +16,7 @@ One module per view, in book order (every public name is also here, `from mini_b
   `attention_explorer` make it interactive.
 - `grid` (Part III): the arm chooser on a shipped grid. `choose_arms` restricts a grid's log to
   some arms read against one of them, `comparison_html` tables it, `grid_chooser` / `GridChooser`
-  make it interactive; mini_bert.train.runs.plot_grid on `choose_arms` is the static twin.
+  make it interactive; mini_bert.train.grids.plot_grid on `choose_arms` is the static twin.
 - `figures`: the book's figure standard (width, fonts, labels in words, shared ranges):
   `use_book_style`, `subplots`, `metric_label`, `readable`, `share_range`, `figure_problems`.
 - `common`: the shared helpers (the ipywidgets import, HTML escaping, a figure as PNG) and

@@ -1,9 +1,9 @@
 """The arm chooser (Part III): pick a metric, the arms to show and the arm to compare against, on a
-shipped grid (mini_bert.train.runs.GridResult, or mini_bert.improve.ablations.load_ablation's merged one).
+shipped grid (mini_bert.train.grids.GridResult, or mini_bert.improve.ablations.load_ablation's merged one).
 
 - `choose_arms(result, arms, baseline)`: the same grid seen through a choice: only `arms`, read
   against `baseline` (any arm of the log, the untrained control included). Its `table(metric)`
-  and mini_bert.train.runs.plot_grid then give the paired differences and the figure for that choice.
+  and mini_bert.train.grids.plot_grid then give the paired differences and the figure for that choice.
 - `comparison_html` draws the table of a choice; `grid_chooser` / `GridChooser` make it
   interactive (a metric dropdown, a baseline dropdown, a checkbox per arm; the figure and the
   table redraw on every change). The static twin is plot_grid on `choose_arms`.
@@ -15,7 +15,7 @@ import functools
 import math
 from typing import Sequence
 
-from ..train.runs import GridResult, plot_grid
+from ..train.grids import GridResult, plot_grid
 from .common import escape_html, figure_png, require_widgets
 
 
