@@ -5,6 +5,7 @@ oversubscription (with two OpenMP threads each, tiny models ran up to 100x slowe
 test may change the thread count (training picks the physical cores), so every test starts
 with one thread again.
 """
+import re
 import shutil
 
 import pytest
@@ -201,3 +202,15 @@ def count_full_trainings(monkeypatch) -> list:
 
     monkeypatch.setattr(runs, "pretrain", pretrain)
     return calls
+
+
+def rejects(result, hint: str, capsys, *, mark: str | None = None) -> str:
+    """What every exercise test asks of a checker given a wrong (or unwritten) answer: it returns
+    False, its report names `hint` (and `mark`, such as "WRONG:", where given), and it never says
+    all checks passed. Returns the report, for a test that asks more of it."""
+    out = capsys.readouterr().out
+    assert result is False, out
+    assert hint in out, out
+    assert mark is None or mark in out, out
+    assert re.search(r"\ball \d+ checks passed", out) is None, out
+    return out

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from mini_bert.exercises import check_count_distinct_masks, check_replace_selected, check_word_groups
+from conftest import rejects
 
 
 # ---- exercise 1: the 80/10/10 rule ---------------------------------------------------------
@@ -91,9 +92,7 @@ def test_replace_selected_rejects_wrong_answers(capsys):
         crashes: "TypeError",
     }
     for wrong, hint in expected_hints.items():
-        assert check_replace_selected(wrong) is False, wrong.__name__
-        out = capsys.readouterr().out
-        assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+        rejects(check_replace_selected(wrong), hint, capsys, mark="WRONG:")
 
 
 # ---- exercise 2: distinct masks --------------------------------------------------------------
@@ -140,9 +139,7 @@ def test_count_distinct_masks_rejects_wrong_answers(capsys):
 
     for wrong, hint in [(no_set_epoch, "set_epoch"), (tensors_in_set, "count each mask once"),
                         (lists_in_set, "tuple(t.tolist())")]:
-        assert check_count_distinct_masks(wrong) is False, wrong.__name__
-        out = capsys.readouterr().out
-        assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+        rejects(check_count_distinct_masks(wrong), hint, capsys, mark="WRONG:")
     # Counting label patterns gives the same numbers here (a fresh mask always moves the targets),
     # so it is accepted: the exercise is about epochs and copies, not about what identifies a mask.
     assert check_count_distinct_masks(labels_only) is True
@@ -194,9 +191,7 @@ def test_word_groups_rejects_wrong_answers(capsys):
                         (returns_tokens, "not the tokens"),
                         (special_tokens_join, "joins the previous group"),
                         (one_group_per_token, "joins the previous group")]:
-        assert check_word_groups(wrong) is False, wrong.__name__
-        out = capsys.readouterr().out
-        assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+        rejects(check_word_groups(wrong), hint, capsys, mark="WRONG:")
 
 
 def test_a_stub_is_reported_as_not_written_yet(capsys):
@@ -204,6 +199,5 @@ def test_a_stub_is_reported_as_not_written_yet(capsys):
         raise NotImplementedError("your code here")
 
     for checker in (check_replace_selected, check_count_distinct_masks, check_word_groups):
-        assert checker(stub) is False
-        out = capsys.readouterr().out
-        assert f"{checker.__name__}: not written yet" in out and "WRONG" not in out, out
+        out = rejects(checker(stub), f"{checker.__name__}: not written yet", capsys)
+        assert "WRONG" not in out, out

@@ -8,12 +8,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from mini_bert.exercises import check_decay_groups, check_lr_schedule, check_masked_only_loss, check_unigram_accuracy
+from conftest import rejects
 
 
 def _assert_rejects(checker, wrong, hint, capsys):
-    assert checker(wrong) is False, wrong.__name__
-    out = capsys.readouterr().out
-    assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+    rejects(checker(wrong), hint, capsys, mark="WRONG:")
 
 
 # ---- exercise 1: the schedule ----------------------------------------------------------------

@@ -4,6 +4,7 @@ import random
 
 from mini_bert.exercises import check_batch_plan, check_pack_sentences, check_sentence_pairs
 from mini_bert.exercises.ch11 import CLS, SEP
+from conftest import rejects
 
 
 # ---- exercise 1: packing whole sentences -------------------------------------------------------
@@ -57,9 +58,7 @@ def test_pack_sentences_rejects_wrong_answers(capsys):
     for wrong, hint in [(no_separator, "put a [SEP] between the two"), (drops_long_sentences, "exactly one example"),
                         (always_crosses, "start a new one at each document"),
                         (one_too_long, "longer than max_tokens")]:
-        assert check_pack_sentences(wrong) is False, wrong.__name__
-        out = capsys.readouterr().out
-        assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+        rejects(check_pack_sentences(wrong), hint, capsys, mark="WRONG:")
 
 
 # ---- exercise 2: SENTENCE-PAIR + NSP --------------------------------------------------------------
@@ -103,9 +102,7 @@ def test_sentence_pairs_rejects_wrong_answers(capsys):
     for wrong, hint in [(own_document_negatives, "draw b from a different document"), (all_next, "fair coin"),
                         (global_random, "random.Random(seed)"), (two_sentences, "exactly one whole sentence"),
                         (every_other_pair, "a pair for every sentence")]:
-        assert check_sentence_pairs(wrong) is False, wrong.__name__
-        out = capsys.readouterr().out
-        assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+        rejects(check_sentence_pairs(wrong), hint, capsys, mark="WRONG:")
 
 
 # ---- exercise 3: the batch plan ----------------------------------------------------------------------
@@ -137,6 +134,4 @@ def test_batch_plan_rejects_wrong_answers(capsys):
                                                                              base_lr).items()}
 
     for wrong, hint in [(floor_steps, "round up"), (linear, "that is linear scaling")]:
-        assert check_batch_plan(wrong) is False, wrong.__name__
-        out = capsys.readouterr().out
-        assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+        rejects(check_batch_plan(wrong), hint, capsys, mark="WRONG:")

@@ -2,6 +2,7 @@
 from mini_bert import BertConfig
 from mini_bert.exercises import check_layer_flops, check_share_layers, check_widest_shared
 from mini_bert.build.params import formula_parameters
+from conftest import rejects
 
 
 # ---- exercise 1: one layer's compute ---------------------------------------------------------
@@ -32,9 +33,7 @@ def test_layer_flops_rejects_wrong_answers(capsys):
 
     for wrong, hint in [(multiply_adds, "2 floating-point operations"), (no_attention, "attention itself is missing"),
                         (three_projections, "four H x H projections"), (whole_stack, "one layer, not the whole stack")]:
-        assert check_layer_flops(wrong) is False, wrong.__name__
-        out = capsys.readouterr().out
-        assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+        rejects(check_layer_flops(wrong), hint, capsys, mark="WRONG:")
 
 
 # ---- exercise 2: sharing a built model's layers ----------------------------------------------
@@ -72,9 +71,7 @@ def test_share_layers_rejects_copies_wrong_modes_and_the_wrong_source(capsys):
 
     for wrong, hint in [(copies, "equal COPIES"), (always_all, "shares only the attention"),
                         (from_the_last, "FIRST layer's blocks")]:
-        assert check_share_layers(wrong) is False, wrong.__name__
-        out = capsys.readouterr().out
-        assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+        rejects(check_share_layers(wrong), hint, capsys, mark="WRONG:")
 
 
 # ---- exercise 3: the widest shared model of a budget -----------------------------------------
@@ -109,6 +106,4 @@ def test_widest_shared_rejects_wrong_answers(capsys):
 
     for wrong, hint in [(one_too_wide, "AT MOST the budget"), (unshared, "one layer's weights"),
                         (not_a_multiple, "multiple of 64")]:
-        assert check_widest_shared(wrong) is False, wrong.__name__
-        out = capsys.readouterr().out
-        assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+        rejects(check_widest_shared(wrong), hint, capsys, mark="WRONG:")

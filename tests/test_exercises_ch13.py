@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from mini_bert import BertConfig, BertForPreTraining
 from mini_bert.exercises import check_paired_interval, check_pretraining_loss, check_segment_masks
 from mini_bert.train.stats import student_t_quantile
+from conftest import rejects
 
 
 # ---- exercise 1: the pretraining loss --------------------------------------------------------
@@ -43,9 +44,7 @@ def test_pretraining_loss_rejects_wrong_answers(capsys):
 
     for wrong, hint in [(no_sentence, "sentence task's loss is missing"), (every_position, "ignore_index=-100"),
                         (crashes_without_sentence, "sentence_labels may be None")]:
-        assert check_pretraining_loss(wrong) is False, wrong.__name__
-        out = capsys.readouterr().out
-        assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+        rejects(check_pretraining_loss(wrong), hint, capsys, mark="WRONG:")
 
 
 # ---- exercise 2: the segments of a pair ------------------------------------------------------
@@ -77,9 +76,7 @@ def test_segment_masks_rejects_wrong_answers(capsys):
 
     for wrong, hint in [(with_padding, "use the attention mask"), (with_specials, "[CLS] and the [SEP]s"),
                         (swapped, "segment A is token type 0")]:
-        assert check_segment_masks(wrong) is False, wrong.__name__
-        out = capsys.readouterr().out
-        assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+        rejects(check_segment_masks(wrong), hint, capsys, mark="WRONG:")
 
 
 # ---- exercise 3: the paired interval ---------------------------------------------------------
@@ -127,6 +124,4 @@ def test_paired_interval_rejects_wrong_answers(capsys):
 
     for wrong, hint in [(normal, "not the normal 1.96"), (population_std, "divides by n - 1"),
                         (unpaired, "not of two separate means"), (all_seeds, "over the seeds both dicts have")]:
-        assert check_paired_interval(wrong) is False, wrong.__name__
-        out = capsys.readouterr().out
-        assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+        rejects(check_paired_interval(wrong), hint, capsys, mark="WRONG:")

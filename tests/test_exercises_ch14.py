@@ -9,12 +9,7 @@ from mini_bert.beyond import xlnet
 from mini_bert.beyond.deberta import log_bucket_position
 from mini_bert.exercises import check_log_buckets, check_permutation_masks, check_replaced_labels, check_rotary
 from mini_bert.exercises.ch14 import BOUNDARY, _orders, _sampled_case
-
-
-def rejects(checker, wrong, hint, capsys):
-    assert checker(wrong) is False, wrong.__name__
-    out = capsys.readouterr().out
-    assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+from conftest import rejects
 
 
 # ---- exercise 1: XLNet's two masks ---------------------------------------------------------------
@@ -73,7 +68,7 @@ def test_permutation_masks_rejects_wrong_answers(capsys):
                         (by_order, "its own inverse"), (query_sees_itself, "on the diagonal"),
                         (as_floats, "return bool masks"), (one_mask, "return a pair (content, query)"),
                         (batched, "one row per position i")]:
-        rejects(check_permutation_masks, wrong, hint, capsys)
+        rejects(check_permutation_masks(wrong), hint, capsys, mark="WRONG:")
 
 
 def test_permutation_masks_by_order_passes_the_self_inverse_orders_first(capsys):
@@ -146,7 +141,7 @@ def test_replaced_labels_rejects_wrong_answers(capsys):
     for wrong, hint in [(every_masked, "a sample equal to the original counts as original"),
                         (against_input, "the originals are in mlm_labels"), (in_place, "clone input_ids"),
                         (column_order, "in reading order, row by row"), (as_ints, "return bool labels")]:
-        rejects(check_replaced_labels, wrong, hint, capsys)
+        rejects(check_replaced_labels(wrong), hint, capsys, mark="WRONG:")
 
 
 # ---- exercise 3: DeBERTa's log buckets --------------------------------------------------------------
@@ -228,7 +223,7 @@ def test_log_buckets_rejects_wrong_answers(capsys):
     for wrong, hint in [(unsigned, "buckets are signed"), (all_logarithmic, "keep their own bucket"),
                         (floor, "round the logarithmic part UP"), (no_clamp, "log(0) is -inf"),
                         (whole_range, "lands in bucket 2m - 1")]:
-        rejects(check_log_buckets, wrong, hint, capsys)
+        rejects(check_log_buckets(wrong), hint, capsys, mark="WRONG:")
 
 
 # ---- exercise 4: ModernBERT's rotary embeddings --------------------------------------------------------
@@ -292,7 +287,7 @@ def test_rotary_rejects_wrong_answers(capsys):
                         (one_sign, "a rotation keeps every vector's length"),
                         (slow_frequencies, "You used theta^(-i/D)"), (row_numbers, "not by its row number"),
                         (unchanged, "the result is x itself"), (squared_positions, "depends on m - n only")]:
-        rejects(check_rotary, wrong, hint, capsys)
+        rejects(check_rotary(wrong), hint, capsys, mark="WRONG:")
 
 
 def test_rotary_neighbours_is_reported_as_a_valid_rotation(capsys):
@@ -314,6 +309,5 @@ def test_stub_is_not_written_yet(checker, capsys):
     def stub(*args):
         raise NotImplementedError("your code here")
 
-    assert checker(stub) is False
-    out = capsys.readouterr().out
-    assert f"{checker.__name__}: not written yet" in out and "WRONG" not in out, out
+    out = rejects(checker(stub), f"{checker.__name__}: not written yet", capsys)
+    assert "WRONG" not in out, out

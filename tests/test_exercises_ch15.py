@@ -6,12 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from mini_bert.exercises import check_base_rate_loss, check_equal_steps
-
-
-def rejects(checker, wrong, hint, capsys):
-    assert checker(wrong) is False, wrong.__name__
-    out = capsys.readouterr().out
-    assert "WRONG:" in out and hint in out, (wrong.__name__, out)
+from conftest import rejects
 
 
 # ---- exercise 1: equal-compute steps ----------------------------------------------------------
@@ -34,10 +29,10 @@ def test_equal_steps_accepts_right_answers(capsys):
 
 
 def test_equal_steps_rejects_the_usual_mistakes(capsys):
-    rejects(check_equal_steps, lambda s, f, b: round(s * b / f), "round down", capsys)
-    rejects(check_equal_steps, lambda s, f, b: s * f // b, "upside down", capsys)
-    rejects(check_equal_steps, lambda s, f, b: s * b / f, "return an int", capsys)
-    rejects(check_equal_steps, lambda s, f, b: s - 1, "solve n x step_flops", capsys)
+    rejects(check_equal_steps(lambda s, f, b: round(s * b / f)), "round down", capsys, mark="WRONG:")
+    rejects(check_equal_steps(lambda s, f, b: s * f // b), "upside down", capsys, mark="WRONG:")
+    rejects(check_equal_steps(lambda s, f, b: s * b / f), "return an int", capsys, mark="WRONG:")
+    rejects(check_equal_steps(lambda s, f, b: s - 1), "solve n x step_flops", capsys, mark="WRONG:")
 
 
 # ---- exercise 2: the base-rate loss ------------------------------------------------------------
@@ -71,9 +66,10 @@ def test_base_rate_loss_rejects_the_usual_mistakes(capsys):
         p = replaced[mask.bool()].float().mean().item()
         return 0.0 if p in (0, 1) else -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
 
-    rejects(check_base_rate_loss, with_padding, "padding counted", capsys)
-    rejects(check_base_rate_loss, in_bits, "in bits", capsys)
-    rejects(check_base_rate_loss, lambda r, m: r[m.bool()].float().mean().item(), "entropy of the share", capsys)
+    rejects(check_base_rate_loss(with_padding), "padding counted", capsys, mark="WRONG:")
+    rejects(check_base_rate_loss(in_bits), "in bits", capsys, mark="WRONG:")
+    share_only = lambda r, m: r[m.bool()].float().mean().item()  # noqa: E731
+    rejects(check_base_rate_loss(share_only), "entropy of the share", capsys, mark="WRONG:")
 
 
 def test_an_unwritten_stub_is_reported_as_such(capsys):
