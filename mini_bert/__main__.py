@@ -274,9 +274,9 @@ def _trained_note(path: Path, before: int, after: int) -> None:
 
 def cmd_grid(args) -> int:
     """Train (or resume) an experiment's grid of arms x seeds; print one table per metric."""
+    from . import experiments  # noqa: F401  (every experiment, registered)
     from .train.grids import EXPERIMENTS, RESULTS_FORMAT, default_results_path, get_experiment, grid, load_grid
 
-    from . import experiments  # noqa: F401  (every experiment, registered)
     if args.list:
         for name, experiment in EXPERIMENTS.items():
             print(f"{name}: {experiment.description}")
@@ -382,11 +382,11 @@ def cmd_ablation_scores(args) -> int:
     """Score (or resume scoring) an ablation's runs and their untrained controls; print the tables."""
     import torch
 
-    from .improve.ablations import SCORES_FORMAT, load_ablation, score_grid, scores_path
+    from . import experiments  # noqa: F401  (every experiment, registered)
     from .core.paths import default_log
+    from .improve.ablations import SCORES_FORMAT, load_ablation, score_grid, scores_path
     from .train.grids import default_results_path, get_experiment
 
-    from . import experiments  # noqa: F401  (every experiment, registered)
     get_experiment(args.name)  # an unknown experiment is named before anything else
     if args.shipped:
         result = load_ablation(args.name, args.scale)
