@@ -14,6 +14,8 @@ import torch
 from mini_bert import BertConfig, BertForPreTraining
 from mini_bert.build.data import load_corpus
 from mini_bert.build.tokenization import default_tokenizer, train_wordpiece
+from mini_bert.train.grids import SMOKE_MODEL
+from mini_bert.train.recipe import Recipe
 
 torch.set_num_threads(1)
 
@@ -103,6 +105,11 @@ def assert_tied(hf_model) -> None:
 # The vocabulary size of the quick runs of tests/test_runs.py and tests/test_ablations.py: the
 # default WordPiece recipe at 1,000 tokens trains in seconds.
 SMALL_VOCAB = 1000
+# The one tiny recipe of the tests' quick runs: the smoke grid's one-layer model of width 32 on
+# 32-token streams, one phase, 8 sequences a step, 5 steps (a test changes what it needs with
+# .replace()). TINY above is the shared model shape; this is the shared run.
+TINY_RECIPE = Recipe(preset="tiny", model=SMOKE_MODEL, vocab_size=SMALL_VOCAB, budget="5", batch_size=8, seq_len=32,
+                     long_seq_len=0)
 
 
 @pytest.fixture(scope="module")

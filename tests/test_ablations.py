@@ -16,15 +16,13 @@ from mini_bert.build.data import load_corpus
 from mini_bert.build.examples import Collator, Example, PretrainingDataset, build_examples, tokenize_documents
 from mini_bert.train.heldout import sentence_batch
 from mini_bert.build.masking import SpecialTokens
-from mini_bert.train.recipe import Recipe
 from mini_bert.core.cache import code_version
 from mini_bert.train.grids import Experiment, arm_recipe
 from mini_bert.build.tokenization import default_tokenizer
 
-from conftest import SMALL_VOCAB, assert_shipped_ablation_logs, reproduce_logged_run
+from conftest import TINY_RECIPE, assert_shipped_ablation_logs, reproduce_logged_run
 
-TINY = Recipe(preset="tiny", model=grids.SMOKE_MODEL, vocab_size=SMALL_VOCAB, budget="3", batch_size=8, seq_len=32,
-              long_seq_len=0)
+QUICK = TINY_RECIPE.replace(budget="3")  # the ablation tests' runs: three steps
 
 
 def small_pairs(tokenizer, task, split, n):
@@ -146,7 +144,7 @@ def test_an_arm_that_cannot_run_is_refused_when_it_is_defined(changes, message):
 @pytest.fixture
 def tiny_experiment(monkeypatch, small_probes):
     experiment = Experiment("tiny-sentence", "two arms of a few steps", {"mlm": {"objective": "mlm", "format": "sop"},
-                            "sop": {"objective": "sop"}}, "mlm", {"cpu": TINY})
+                            "sop": {"objective": "sop"}}, "mlm", {"cpu": QUICK})
     monkeypatch.setitem(grids.EXPERIMENTS, experiment.name, experiment)
     monkeypatch.setattr(ablations, "DOWNSTREAM", {"topic_full": {
         "task": "topic", "labels": 24, "max_length": 32, "epochs": 1, "max_eval": 16, "patience": None,
@@ -300,7 +298,7 @@ def test_the_1000_label_regime_is_chapter_10s_own_settings():
 def hand_scored() -> grids.GridResult:
     """A scored grid by hand: 'mlm' and 'nsp' against the untrained control, three seeds."""
     experiment = Experiment("hand-scored", "by hand", {"mlm": {}, "nsp": {"objective": "nsp"}}, "mlm",
-                            {"cpu": TINY})
+                            {"cpu": QUICK})
     values = {  # arm: (topic by seed, mlm accuracy, unigram, nsp head)
         "mlm": ([0.70, 0.72, 0.71], 0.20, 0.05, None),
         "nsp": ([0.66, 0.69, 0.72], 0.08, 0.05, 0.62),

@@ -22,12 +22,10 @@ from mini_bert.train.grids import EXPERIMENTS, Experiment, GridResult, arm_recip
 from mini_bert.train.runs import run, run_key
 from mini_bert.train.stats import paired_difference, student_t_quantile
 
-from conftest import SMALL_VOCAB, count_full_trainings
+from conftest import TINY_RECIPE, count_full_trainings
 from mini_bert.train.recipe import Recipe
 
 # The smoke experiment's CPU recipe, with even fewer steps: every training here takes a second.
-TINY = Recipe(preset="tiny", model=grids.SMOKE_MODEL, vocab_size=SMALL_VOCAB, budget="5", batch_size=8, seq_len=32,
-              long_seq_len=0)
 MAX_DOCS = 160  # quick grids: 160 training articles, 20 of each held-out split
 
 
@@ -37,7 +35,7 @@ def docs():
                 test_documents=load_corpus("test")[:20])
 
 
-def quick(recipe=TINY, seed=0, **kwargs):
+def quick(recipe=TINY_RECIPE, seed=0, **kwargs):
     return run(recipe, seed, progress=False, device="cpu", **kwargs)
 
 
@@ -187,7 +185,7 @@ def test_behaviour_dump_leaves_out_docstrings_comments_and_empty_fields():
 
 def test_a_run_is_trained_once_then_loaded_with_its_scores(cache, docs, monkeypatch):
     first = quick(**docs)
-    assert not first.from_cache and first.seed == 0 and first.recipe == TINY.replace(seed=0)
+    assert not first.from_cache and first.seed == 0 and first.recipe == TINY_RECIPE.replace(seed=0)
     assert first.history["step"][-1] == 5 and first.path.parent == cache and (first.path / runs.RUN_FILE).is_file()
     assert set(first.evaluation) == {"validation", "test"}
     for split in ("validation", "test"):
@@ -217,7 +215,7 @@ def test_a_fresh_run_scores_each_split_and_length_once(cache, docs, monkeypatch)
     monkeypatch.setattr(runs, "evaluate_mlm", lambda model, data, **k: scored.append(data) or real_evaluate(model, data, **k))
     monkeypatch.setattr(runs, "tokenize_documents", lambda d, t: tokenized.append(d) or real_tokenize(d, t))
     result = quick(cache=False, **docs)
-    # pretrain scored validation@32 at the end (TINY trains 32-token streams): reused, not scored again.
+    # pretrain scored validation@32 at the end (TINY_RECIPE trains 32-token streams): reused, not scored again.
     assert [d.seq_len for d in scored] == [128, 32, 128]
     assert scored[1].tokens is scored[2].tokens  # the test split tokenized once for both lengths
     # The held-out splits tokenized once each; the training split not at all (pretrain counted its unigram token).
@@ -230,21 +228,21 @@ def test_a_fresh_run_scores_each_split_and_length_once(cache, docs, monkeypatch)
 
 
 def test_another_recipe_seed_or_documents_is_another_cache_entry_other_code_is_not(docs, monkeypatch):
-    key = run_key(TINY, **docs)
-    assert run_key(TINY, **docs) == key
-    assert run_key(TINY.replace(seed=1), **docs) != key
-    assert run_key(TINY.replace(mask_ratio=0.15), **docs) != key
-    assert run_key(TINY) != key  # the whole corpus is another training set
+    key = run_key(TINY_RECIPE, **docs)
+    assert run_key(TINY_RECIPE, **docs) == key
+    assert run_key(TINY_RECIPE.replace(seed=1), **docs) != key
+    assert run_key(TINY_RECIPE.replace(mask_ratio=0.15), **docs) != key
+    assert run_key(TINY_RECIPE) != key  # the whole corpus is another training set
     fewer = dict(docs, train_documents=docs["train_documents"][:-1])
-    assert run_key(TINY, **fewer) != key
+    assert run_key(TINY_RECIPE, **fewer) != key
     monkeypatch.setattr(runs, "code_version", lambda: "0123456789ab")
-    assert run_key(TINY, **docs) == key  # not the source's hash: an entry is checked by its fingerprint
+    assert run_key(TINY_RECIPE, **docs) == key  # not the source's hash: an entry is checked by its fingerprint
 
 
 def test_a_fingerprint_is_the_start_of_the_full_run(docs):
     """The prefix a fingerprint trains is the full run's own first steps: the same batches, learning
     rates and losses, bit for bit on one machine (the schedule follows the whole budget)."""
-    recipe = TINY.replace(budget="12")
+    recipe = TINY_RECIPE.replace(budget="12")
     full = quick(recipe, cache=False, **docs)
     state = torch.get_rng_state()
     with torch.no_grad():  # as when a notebook loads a cached run inside no_grad: it still trains its prefix
@@ -311,7 +309,7 @@ def test_a_damaged_cache_entry_is_trained_again(cache, docs, capsys, damage):
 
 
 def test_lengths_the_model_cannot_take_are_skipped(cache, docs):
-    short = TINY.replace(model={**grids.SMOKE_MODEL, "max_position_embeddings": 64})
+    short = TINY_RECIPE.replace(model={**grids.SMOKE_MODEL, "max_position_embeddings": 64})
     result = quick(short, cache=False, **docs)
     assert result.path is None and not any(cache.glob("run-*"))
     assert {split: set(tasks) for split, tasks in result.evaluation.items()} == {"validation": {"mlm@32"},
@@ -431,7 +429,7 @@ def test_a_log_of_other_behaviour_experiment_or_scale_is_refused(cache, tmp_path
         with pytest.raises(ValueError, match=r"smoke\.json holds runs that the current code makes differently \(arm "
                                              r"'mask-15': close\.heldout\.test\.mlm@128\.loss: .*never mixed: delete it or pass results= a new"):
             quick_grid(path, seeds=1)
-    other = Experiment("other", "another ablation", {"a": {}, "b": {"lr": 1e-3}}, "a", {"cpu": TINY})
+    other = Experiment("other", "another ablation", {"a": {}, "b": {"lr": 1e-3}}, "a", {"cpu": TINY_RECIPE})
     monkeypatch.setitem(EXPERIMENTS, "other", other)
     with pytest.raises(ValueError, match=r"experiment 'smoke', not 'other'.*delete"):
         grid("other", 1, results=path, jobs=1, max_docs=MAX_DOCS, progress=False)
@@ -455,7 +453,7 @@ def test_a_log_of_other_behaviour_experiment_or_scale_is_refused(cache, tmp_path
         ("mask-15", json.loads(saved)["code_version"]), ("mask-25", "0123456789ab")]
 
 
-SHORT_POSITIONS = TINY.replace(model={**grids.SMOKE_MODEL, "max_position_embeddings": 64})
+SHORT_POSITIONS = TINY_RECIPE.replace(model={**grids.SMOKE_MODEL, "max_position_embeddings": 64})
 
 
 @pytest.mark.parametrize("call, message", [
@@ -470,10 +468,10 @@ SHORT_POSITIONS = TINY.replace(model={**grids.SMOKE_MODEL, "max_position_embeddi
     (lambda p: grid("smoke", 1, scale="tpu", results=p), r"unknown scale 'tpu'.*use one of: cpu, gpu"),
     (lambda p: grid("smoke", 1, jobs=0, results=p), r"jobs must be a positive integer"),
     (lambda p: arm_recipe(EXPERIMENTS["smoke"], "mask-99"), r"no arm 'mask-99'"),
-    (lambda p: Experiment("x", "", {"a": {}}, "b", {"cpu": TINY}), r"baseline 'b' is not one of its arms"),
-    (lambda p: Experiment("x", "", {"a": {"mask_rate": 0.2}}, "a", {"cpu": TINY}), r"\['mask_rate'\] are not Recipe"),
-    (lambda p: Experiment("x", "", {"a": {"lr": -1.0}}, "a", {"cpu": TINY}), r"learning rate must be a positive"),
-    (lambda p: Experiment("x", "", {"a": {}}, "a", {"laptop": TINY}), r"keyed by scale"),
+    (lambda p: Experiment("x", "", {"a": {}}, "b", {"cpu": TINY_RECIPE}), r"baseline 'b' is not one of its arms"),
+    (lambda p: Experiment("x", "", {"a": {"mask_rate": 0.2}}, "a", {"cpu": TINY_RECIPE}), r"\['mask_rate'\] are not Recipe"),
+    (lambda p: Experiment("x", "", {"a": {"lr": -1.0}}, "a", {"cpu": TINY_RECIPE}), r"learning rate must be a positive"),
+    (lambda p: Experiment("x", "", {"a": {}}, "a", {"laptop": TINY_RECIPE}), r"keyed by scale"),
     # A sequence schedule longer than the model's positions, in an arm or in the base recipe.
     (lambda p: Experiment("x", "", {"a": {}, "long": {"seq_len": 128}}, "a", {"cpu": SHORT_POSITIONS}),
      r"trains 128-token examples but the model has only 64 positions; shorten seq_len/long_seq_len or raise "
@@ -688,7 +686,7 @@ def hand_made() -> GridResult:
     records = [{"arm": arm, "seed": seed, "metrics": {"acc": v}} for arm, vs in values.items()
                for seed, v in enumerate(vs)]
     records.append({"arm": "better", "seed": 7, "metrics": {"acc": 0.99}})  # no baseline run with seed 7
-    experiment = Experiment("hand", "numbers by hand", {"base": {}, "better": {}, "same": {}}, "base", {"cpu": TINY})
+    experiment = Experiment("hand", "numbers by hand", {"base": {}, "better": {}, "same": {}}, "base", {"cpu": TINY_RECIPE})
     return GridResult(experiment, "cpu", records)
 
 
@@ -805,19 +803,19 @@ def test_a_verdict_follows_the_rule_stated_before_the_runs():
 
 def test_a_rate_sweep_runs_every_arm_at_its_own_rate_times_the_factors():
     experiment = Experiment("swept", "two arms", {"a": {}, "b": {"lr": 4e-3, "mask_ratio": 0.15}}, "a",
-                            {"cpu": TINY.replace(lr=1e-3), "gpu": TINY})
+                            {"cpu": TINY_RECIPE.replace(lr=1e-3), "gpu": TINY_RECIPE})
     sweep = grids.lr_sweep(experiment)
     try:
         assert grids.get_experiment("swept-lr") is sweep and sweep.baseline == "a-lr0.001"
         assert list(sweep.arms) == ["a-lr0.0005", "a-lr0.001", "a-lr0.002", "b-lr0.002", "b-lr0.004", "b-lr0.008"]
-        assert arm_recipe(sweep, "b-lr0.008") == TINY.replace(lr=8e-3, mask_ratio=0.15)
+        assert arm_recipe(sweep, "b-lr0.008") == TINY_RECIPE.replace(lr=8e-3, mask_ratio=0.15)
         assert list(sweep.base) == ["cpu"]  # the rates are the cpu scale's
     finally:
         EXPERIMENTS.pop("swept-lr")
 
 
 def test_a_sweep_extended_beyond_an_edge_adds_only_the_named_arms_rates_and_chooses_inside_them():
-    experiment = Experiment("edge", "two arms", {"a": {}, "b": {}}, "a", {"cpu": TINY.replace(lr=1e-3)})
+    experiment = Experiment("edge", "two arms", {"a": {}, "b": {}}, "a", {"cpu": TINY_RECIPE.replace(lr=1e-3)})
     for extended, error in [({"c": (4.0,)}, r"extended names arms the experiment does not have: c \(its arms: a, b\)"),
                             ({"a": (2.0,)}, r"arm 'a' must be positive factors not already swept"),
                             ({"a": (-4.0,)}, r"arm 'a' must be positive factors")]:
@@ -866,7 +864,7 @@ def test_the_3300_step_grids_are_at_chapter_8s_budget_with_their_sweeps_and_down
 
 
 def test_chosen_rates_take_each_arms_best_and_refuse_an_edge_or_a_partial_sweep():
-    experiment = Experiment("pick", "two arms", {"a": {}, "b": {}}, "a", {"cpu": TINY.replace(lr=1e-3)})
+    experiment = Experiment("pick", "two arms", {"a": {}, "b": {}}, "a", {"cpu": TINY_RECIPE.replace(lr=1e-3)})
     sweep = grids.lr_sweep(experiment)
     try:
         scores = {"a-lr0.0005": 0.20, "a-lr0.001": 0.25, "a-lr0.002": 0.22,

@@ -15,6 +15,7 @@ from mini_bert.train.pretraining import pretrain
 from mini_bert.train.recipe import Budget, Recipe, parse_budget
 
 from conftest import TINY as TINY_MODEL
+from conftest import TINY_RECIPE
 
 
 
@@ -29,9 +30,9 @@ def tokenizer(docs):
 
 
 def tiny_recipe(**changes) -> Recipe:
-    base = dict(model=TINY_MODEL, vocab_size=400, seq_len=32, long_seq_len=0, batch_size=8, lr=3e-3, budget="6",
-                warmup=0.2)
-    return Recipe(**{**base, **changes})
+    # the shared tiny recipe with the two-layer model, a faster rate and warmup: a loss that moves in 6 steps
+    return TINY_RECIPE.replace(**{"model": TINY_MODEL, "vocab_size": 400, "lr": 3e-3, "budget": "6", "warmup": 0.2,
+                                  **changes})
 
 
 def run(recipe, docs, tokenizer, **kwargs):
