@@ -908,3 +908,18 @@ def test_an_interrupted_cached_run_keeps_its_steps_and_the_next_call_goes_on(cac
     whole = quick(cache=False, **docs)
     for (name, a), b in zip(whole.model.state_dict().items(), resumed.model.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+def test_every_log_command_names_its_seeds_the_same_way():
+    from mini_bert.beyond.equal_compute import study_command
+    from mini_bert.improve.ablations import scores_command
+    from mini_bert.train.engine import seed_list, seeds_argument
+    from mini_bert.train.finetune_runs import finetune_grid_command
+
+    assert seeds_argument(range(5)) == "5" and seeds_argument([3, 4]) == "3,4" and seeds_argument([1]) == "1"
+    assert seed_list(3) == [0, 1, 2] and seed_list([3, 4]) == [3, 4]
+    for command in (grids.grid_command("a", [0, 2], "cpu"), scores_command("a", [0, 2], "cpu"),
+                    study_command("a", [0, 2], "cpu"), finetune_grid_command("a", [0, 2], "cpu")):
+        assert " --seeds 0,2 --scale cpu" in command
+    with pytest.raises(ValueError, match="seeds must be at least 1"):
+        seed_list(0)

@@ -48,7 +48,7 @@ from ..improve.ablations import (DOWNSTREAM, DOWNSTREAM_1000, UNTRAINED, Downstr
                         split_downstream_counts, training_curve)
 from ..train.batches import EVAL_MASKING_SEED, PretrainingData, recipe_batches, unigram_token
 from ..train.checkpoint import save_checkpoint
-from ..train.engine import LogPlan, run_log, seed_list
+from ..train.engine import LogPlan, run_log, seed_list, seeds_argument
 from ..train.evaluation import evaluate_mlm
 from ..train.fingerprint import (PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
                           rounded, update_norm)
@@ -544,9 +544,7 @@ def study_path(name: str, scale: str) -> Path:
 
 
 def study_command(name: str, seeds: Sequence[int], scale: str) -> str:
-    count = list(seeds) == list(range(len(seeds)))
-    return (f"python -m mini_bert study {name} --seeds {len(seeds) if count else ','.join(map(str, seeds))} "
-            f"--scale {scale}")
+    return f"python -m mini_bert study {name} --seeds {seeds_argument(seeds)} --scale {scale}"
 
 
 def study_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu", device=None,

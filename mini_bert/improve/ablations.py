@@ -42,7 +42,7 @@ import torch
 from ..build.tokenization import default_tokenizer
 from ..core.cache import code_version
 from ..train.checkpoint import save_checkpoint
-from ..train.engine import LogPlan, run_log, seed_list
+from ..train.engine import LogPlan, run_log, seed_list, seeds_argument
 from ..train.evaluation import sentence_features, train_logistic_probe
 from ..train.finetune_runs import get_study, read_log
 from ..train.finetune_runs import prefix_settings, run_finetune
@@ -421,9 +421,7 @@ def scores_path(name: str, scale: str) -> Path:
 
 
 def scores_command(name: str, seeds: Sequence[int], scale: str) -> str:
-    count = list(seeds) == list(range(len(seeds)))
-    return (f"python -m mini_bert ablation-scores {name} --seeds "
-            f"{len(seeds) if count else ','.join(map(str, seeds))} --scale {scale}")
+    return f"python -m mini_bert ablation-scores {name} --seeds {seeds_argument(seeds)} --scale {scale}"
 
 
 def read_scores(path: str | Path) -> dict:

@@ -45,6 +45,13 @@ def seed_list(seeds) -> list[int]:
     return found
 
 
+def seeds_argument(seeds: Sequence[int]) -> str:
+    """What --seeds says for these seeds in a log's command: their number when they are 0 .. n-1
+    (`--seeds 5`), else the list (`--seeds 3,4`)."""
+    seeds = list(seeds)
+    return str(len(seeds)) if seeds == list(range(len(seeds))) else ",".join(map(str, seeds))
+
+
 def _init_worker(threads: int) -> None:
     # Each worker owns `threads` cores; more would make the workers fight over the same cores.
     torch.set_num_threads(threads)

@@ -35,7 +35,7 @@ from ..build.minilm import minilm_path
 from ..core.cache import PACKAGE, code_version
 from ..core.runtime import pick_device, seed_everything
 from .checkpoint import save_checkpoint
-from .engine import LogPlan, run_log, seed_list
+from .engine import LogPlan, run_log, seed_list, seeds_argument
 from .finetuning import (INITS, STRATEGIES, FinetuneConfig, check_labels, evaluate, evaluate_windows, finetune,
                          linear_schedule, load_encoder, load_task, make_head, scores)
 from .fingerprint import PREFIX, Prefix, fingerprint, is_current, isolated, rounded
@@ -428,9 +428,8 @@ def results_path(name: str, scale: str) -> Path:
 
 
 def finetune_grid_command(name: str, seeds: Sequence[int], scale: str, arms: Sequence[str] | None = None) -> str:
-    count = list(seeds) == list(range(len(seeds)))
-    parts = ["python -m mini_bert finetune-grid", name, "--seeds", str(len(seeds)) if count else
-             ",".join(map(str, seeds)), "--scale", scale, "--device", "cpu" if scale == "cpu" else "cuda"]
+    parts = ["python -m mini_bert finetune-grid", name, "--seeds", seeds_argument(seeds), "--scale", scale,
+             "--device", "cpu" if scale == "cpu" else "cuda"]
     if arms is not None:
         parts += ["--arms", ",".join(arms)]
     return " ".join(parts)

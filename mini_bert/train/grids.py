@@ -34,7 +34,7 @@ import torch
 from ..build.data import load_corpus
 from ..core.cache import PACKAGE, code_version
 from ..core.runtime import pick_device
-from .engine import LogPlan, run_log, seed_list
+from .engine import LogPlan, run_log, seed_list, seeds_argument
 from .fingerprint import Prefix, is_current
 from .loop import physical_cores
 from .recipe import Recipe
@@ -271,9 +271,7 @@ def default_results_path(name: str, scale: str, max_docs: int | None = None) -> 
 def grid_command(name: str, seeds: Sequence[int], scale: str, *, arms: Sequence[str] | None = None,
                  device=None, max_docs: int | None = None) -> str:
     """The shell command that regenerates a grid's log."""
-    count = list(seeds) == list(range(len(seeds)))
-    parts = ["python -m mini_bert grid", name, "--seeds", str(len(seeds)) if count else ",".join(map(str, seeds)),
-             "--scale", scale]
+    parts = ["python -m mini_bert grid", name, "--seeds", seeds_argument(seeds), "--scale", scale]
     if arms is not None:
         parts += ["--arms", ",".join(arms)]
     if device is not None:
