@@ -24,7 +24,8 @@ the parts before it (tests/test_layout.py):
     beyond/     chapters 14-15: ELECTRA, SpanBERT, XLNet, DeBERTa, ModernBERT; equal compute
     languages/  chapter 16: Chinese, and many languages
     smaller/    chapter 17: distillation, domain adaptation
-    experiments.py (every experiment, registered), provenance.py, __main__.py (the command line);
+    experiments.py (every experiment, registered), hf.py (to and from transformers, every family),
+    provenance.py, __main__.py (the command line);
     views/ (widgets and figures) and exercises/ (the checkers) read from all of them.
 """
 __version__ = "0.1.0"

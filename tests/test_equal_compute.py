@@ -30,12 +30,13 @@ def recipe_for(family: str, recipe: Recipe = SMALL) -> Recipe:
     return recipe.replace(masking_mode="span") if family == "spanbert" else recipe
 
 
-def test_train_with_trains_a_bert_recipe_to_loop_trains_weights(docs, tokenizer):
+def test_loop_train_given_berts_objectives_trains_a_bert_recipe_to_the_same_weights(docs, tokenizer):
     batches, _ = recipe_batches(docs[0], tokenizer, SMALL)
     reference = build_model(SMALL, tokenizer.vocab_size)
     expected = train(reference, batches, SMALL, device="cpu", progress=False)
     model, objectives = ec.build_family("bert", SMALL, tokenizer)
-    history = ec.train_with(model, objectives, recipe_batches(docs[0], tokenizer, SMALL)[0], SMALL, device="cpu")
+    history = train(model, recipe_batches(docs[0], tokenizer, SMALL)[0], SMALL, device="cpu", progress=False,
+                    objectives=objectives)
     for (name, a), b in zip(reference.state_dict().items(), model.state_dict().values()):
         assert torch.equal(a, b), name
     assert history["mlm_loss"] == expected["mlm_loss"] and history["step"] == list(range(1, 9))
@@ -45,7 +46,8 @@ def test_train_with_trains_a_bert_recipe_to_loop_trains_weights(docs, tokenizer)
 def test_every_family_trains_through_the_loop_and_is_scored_like_bert(family, docs, tokenizer):
     recipe = recipe_for(family, SMALL.replace(budget="6"))
     model, objectives = ec.build_family(family, recipe, tokenizer)
-    history = ec.train_with(model, objectives, recipe_batches(docs[0], tokenizer, recipe)[0], recipe, device="cpu")
+    history = train(model, recipe_batches(docs[0], tokenizer, recipe)[0], recipe, device="cpu", progress=False,
+                    objectives=objectives)
     extra = {"electra": ["rtd_loss"], "spanbert": ["sbo_loss"]}.get(family, [])
     for key in ["mlm_loss", *extra]:
         assert len(history[key]) == 6 and all(math.isfinite(v) for v in history[key]), key

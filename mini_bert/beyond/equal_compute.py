@@ -17,7 +17,7 @@ seeds, every arm scored on the same targets - in three studies:
 Every study has an UNTRAINED control (the baseline arm's initial weights, scored the same way).
 
 Every family trains through the book's one loop, loop.train, with its objectives passed in
-(`train_with`): loop.train otherwise builds them from the recipe's `objective`, which names
+(`objectives=`): loop.train otherwise builds them from the recipe's `objective`, which names
 BERT's three (mini_bert.train.recipe.OBJECTIVES).
 
 Its logs carry code_version(*STUDY_CODE) (this module and everything it imports) for the record,
@@ -31,7 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
 import torch
 from torch import nn
@@ -150,15 +150,6 @@ def encoder_of(model: nn.Module) -> nn.Module:
 # ============================================================================================
 # The loop, with the objectives given
 # ============================================================================================
-
-def train_with(model: nn.Module, objectives: list[Objective], batches: Callable[[int, float], dict], recipe: Recipe,
-               *, device=None, stop_at_step: int | None = None) -> dict[str, list]:
-    """loop.train with `objectives` given instead of built from recipe.objective (no progress bar):
-    the history gains "{name}_loss" for every objective beyond MLM (ELECTRA's "rtd_loss",
-    SpanBERT's "sbo_loss"). The name chapter 15 calls it by."""
-    return train(model, batches, recipe, device=device, stop_at_step=stop_at_step, progress=False,
-                 objectives=objectives)
-
 
 # ============================================================================================
 # Studies
@@ -476,9 +467,9 @@ def run_arm(study: Study, arm: str, seed: int, scale: str = "cpu", *, device=Non
     initial = None if prefix is None else {k: v.detach().clone() for k, v in model.named_parameters()}
     history = {}
     if arm != UNTRAINED:
-        history = train_with(model, objectives, batches, recipe if prefix is None else prefix_recipe(recipe, prefix),
-                             device=device if prefix is None else "cpu",
-                             stop_at_step=None if prefix is None else prefix.steps)
+        history = train(model, batches, recipe if prefix is None else prefix_recipe(recipe, prefix),
+                        objectives=objectives, progress=False, device=device if prefix is None else "cpu",
+                        stop_at_step=None if prefix is None else prefix.steps)
     model.eval()
     few = {} if prefix is None else heldout_slices(prefix)
     metrics = flatten_metrics(score(model, tokenizer, lengths=study.score_lengths,
