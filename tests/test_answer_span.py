@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import TINY
 from mini_bert import BertConfig, BertModel, seed_everything
 from mini_bert.build.data import split_of
 from mini_bert.train.finetune_runs import run_finetune, run_settings
@@ -85,9 +86,9 @@ def test_encoded_answers_are_the_blanked_tokens_inside_the_passage(tokenizer, ma
 
 def tiny_encoder(**changes) -> BertModel:
     seed_everything(0)
-    return BertModel(BertConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                intermediate_size=32, max_position_embeddings=16, hidden_dropout_prob=0.0,
-                                attention_probs_dropout_prob=0.0, **changes))
+    # the shared TINY shape, without dropout (the head's outputs are compared exactly)
+    return BertModel(BertConfig(**{**TINY, "vocab_size": 30, "max_position_embeddings": 16, "hidden_dropout_prob": 0.0,
+                                   "attention_probs_dropout_prob": 0.0, **changes}))
 
 
 def hand_batch():

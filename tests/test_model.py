@@ -5,13 +5,16 @@ import torch
 from mini_bert import (BertConfig, BertForMaskedLM, BertForPreTraining, BertForSequenceClassification,
                        BertModel, seed_everything)
 from mini_bert.build.model import IGNORE_INDEX, attention_probabilities
+from conftest import TINY
 
 V = 101
 
 
 def tiny(**changes):
-    return BertConfig.from_preset("tiny", vocab_size=V, hidden_size=32, num_attention_heads=4,
-                                  intermediate_size=64, max_position_embeddings=24, **changes)
+    # the shared TINY shape with four heads of 8 (so that splitting heads is tested with more than
+    # two) and 24 positions (short enough that running past them is cheap to test)
+    return BertConfig.from_preset("tiny", **{**TINY, "vocab_size": V, "num_attention_heads": 4,
+                                             "max_position_embeddings": 24, **changes})
 
 
 def batch(B=3, L=10, seed=0):
