@@ -14,7 +14,10 @@ def test_wheel_holds_mini_bert_and_nothing_else(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     top_level = {n.split("/")[0] for n in names if not n.startswith("mini_bert-")}
     assert top_level == {"mini_bert"}, top_level  # not chapters/, tests/ or benchmarks/
-    for module in ("model.py", "config.py", "hf.py", "tokenization.py", "exercises/__init__.py", "recipe_search.json",
+    parts = ("core", "build", "train", "improve", "beyond", "languages", "smaller", "views", "exercises")
+    assert {f"mini_bert/{part}/__init__.py" for part in parts} <= set(names)  # every part, a package
+    for module in ("build/model.py", "build/config.py", "hf.py", "build/tokenization.py", "train/runs.py",
+                   "experiments.py", "recipe_search.json",
                    "results/verified.json", "pretrained/tiny-wiki/model.safetensors",
                    "pretrained/tiny-wiki/manifest.json", "pretrained/tiny-wiki/run.json", "exercises/book_index.json"):
         assert f"mini_bert/{module}" in names  # the shipped logs' check record and the book's model travel too
