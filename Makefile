@@ -38,7 +38,7 @@ unit: install
 # (readers load it in seconds); here it is trained again from scratch (4.5 to 9 minutes on two
 # cores when the cache has none) and its held-out scores compared with the shipped copy's.
 artifacts: install
-	$(BIN)/python -c "from mini_bert import tokenization, bpe; tokenization.default_tokenizer(); bpe.default_bpe_tokenizer()"
+	$(BIN)/python -c "from mini_bert.build import tokenization, bpe; tokenization.default_tokenizer(); bpe.default_bpe_tokenizer()"
 	$(BIN)/python -m mini_bert pretrained tiny-wiki --compare
 
 # One torch thread per notebook kernel: with two kernels on two cores, torch's default of one thread
