@@ -850,7 +850,7 @@ def test_the_3300_step_grids_are_at_chapter_8s_budget_with_their_sweeps_and_down
                     "roberta-formats-3300": {"segment-pair-nsp": 0.25, "full-sentences": 0.25}}
         assert len(sweep.arms) == 3 * len(experiment.arms) + len(extended.get(name, {}))
         for arm in experiment.arms:
-            recipe = arm_recipe(experiment, arm)
+            recipe = arm_recipe(experiment, arm, chosen=False)  # the centre of its sweep
             budget = runs.parse_budget(recipe.budget)
             if name == "roberta-batches-3300":  # chapter 8's tokens (3,300 steps x 64 x 32), any batch
                 assert (budget.kind, budget.amount) == ("tokens", 3300 * 64 * 32)
@@ -861,6 +861,37 @@ def test_the_3300_step_grids_are_at_chapter_8s_budget_with_their_sweeps_and_down
             more = [recipe.lr * extended[name][arm]] if arm in extended.get(name, {}) else []
             assert rates == pytest.approx(sorted([recipe.lr / 2, recipe.lr, recipe.lr * 2, *more]))
     assert "all-low-lr" not in grids.get_experiment("albert-parameters-3300").arms
+
+
+def test_the_chosen_rates_written_into_a_3300_step_grid_are_its_shipped_sweeps_choice():
+    from mini_bert.improve import ablations, roberta, sharing  # noqa: F401  (registers the experiments)
+
+    chosen = {name: e for name, e in EXPERIMENTS.items() if name.endswith("-3300") and e.chosen_lr}
+    assert "roberta-formats-3300" in chosen  # its sweep has finished (2026-11-26)
+    for name, experiment in chosen.items():
+        assert set(experiment.chosen_lr) == set(experiment.arms), f"{name}: every arm's rate is chosen at once"
+        sweep = grids.load_grid(f"{name}-lr")  # the shipped log, current (test_provenance)
+        assert experiment.chosen_lr == grids.chosen_rates(sweep), name
+        for arm, lr in experiment.chosen_lr.items():
+            assert arm_recipe(experiment, arm).lr == lr
+            # seed 0 of the seeded grid is the sweep's run at that rate: the same recipe, one cache entry
+            assert arm_recipe(experiment, arm) == arm_recipe(sweep.experiment, grids.sweep_arm(arm, lr))
+
+
+def test_a_chosen_rate_overrides_the_arms_own_at_the_cpu_scale_only():
+    arms = {"a": {}, "b": {"lr": 4e-3}}
+    base = {"cpu": TINY_RECIPE.replace(lr=1e-3), "gpu": TINY_RECIPE.replace(lr=5e-4)}
+    with pytest.raises(ValueError, match=r"chosen_lr names arms it does not have: \['c'\]"):
+        Experiment("rated", "two arms", arms, "a", base, chosen_lr={"c": 1e-3})
+    experiment = Experiment("rated", "two arms", arms, "a", base, chosen_lr={"a": 2e-3, "b": 2e-3})
+    assert [arm_recipe(experiment, arm).lr for arm in arms] == [2e-3, 2e-3]
+    assert [arm_recipe(experiment, arm, chosen=False).lr for arm in arms] == [1e-3, 4e-3]
+    assert arm_recipe(experiment, "a", "gpu").lr == 5e-4  # the sweeps are the cpu scale's
+    sweep = grids.lr_sweep(experiment)  # built around the arms' own rates, not the chosen ones
+    try:
+        assert list(sweep.arms) == ["a-lr0.0005", "a-lr0.001", "a-lr0.002", "b-lr0.002", "b-lr0.004", "b-lr0.008"]
+    finally:
+        EXPERIMENTS.pop("rated-lr")
 
 
 def test_chosen_rates_take_each_arms_best_and_refuse_an_edge_or_a_partial_sweep():

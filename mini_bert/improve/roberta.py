@@ -150,6 +150,11 @@ ROBERTA_FORMATS_3300 = register(Experiment(
     downstream=DOWNSTREAM_1000,
     baseline="segment-pair-nsp",
     base={"cpu": Recipe(seq_len=128, long_seq_len=0), "gpu": ROBERTA_FORMATS.base["gpu"]},
+    # Chosen 2026-11-26 from the finished sweep below (roberta-formats-3300-lr-cpu.json, validation
+    # masked-token accuracy at 128 tokens): segment pairs with NSP 0.140 / 0.145 / 0.139 / 0.137 at
+    # 0.5, 1, 2, 4e-3; without NSP 0.206 / 0.222 / 0.139 at 1, 2, 4e-3; FULL-SENTENCES 0.156 /
+    # 0.196 / 0.190 / 0.139 at 0.5-4e-3; DOC-SENTENCES 0.203 / 0.225 / 0.183 at 1, 2, 4e-3.
+    chosen_lr={"segment-pair-nsp": 1e-3, "segment-pair": 2e-3, "full-sentences": 1e-3, "doc-sentences": 2e-3},
 ))
 # Extended 2026-11-25 (the plan's edge rule): segment pairs with NSP were best at their smallest
 # rate, 1e-3 (validation MLM accuracy 0.145, 0.139, 0.137 at 1, 2, 4e-3); FULL-SENTENCES too

@@ -75,6 +75,10 @@ class Experiment:
     base: {"cpu": Recipe(...), "gpu": Recipe(...)}: "cpu" runs in minutes on a laptop, "gpu" is
         the scale whose numbers mean something.
     metrics: the flattened evaluation names the tables report (see Run.metrics).
+    chosen_lr: {arm: learning rate} for the cpu scale, chosen on validation by the experiment's
+        sweep (lr_sweep, chosen_rates) and written here once the sweep has finished; it overrides
+        the arm's own rate, which stays the centre the sweep was built around. A test checks that
+        it is the sweep log's choice.
     """
 
     name: str
@@ -86,6 +90,7 @@ class Experiment:
     # The fine-tuning runs its scores log makes from every run (a mini_bert.improve.ablations.Downstream);
     # None: ablations.DOWNSTREAM, chapter 10's 300-label runs (the 600-step grids).
     downstream: Any = None
+    chosen_lr: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.arms:
@@ -97,6 +102,9 @@ class Experiment:
         if unknown or not self.base:
             raise ValueError(f"experiment {self.name!r}: base recipes are keyed by scale ({', '.join(SCALES)}), "
                              f"got {sorted(self.base)}")
+        unknown = sorted(set(self.chosen_lr) - set(self.arms))
+        if unknown:
+            raise ValueError(f"experiment {self.name!r}: chosen_lr names arms it does not have: {unknown}")
         fields = set(Recipe().to_dict())
         for arm, changes in self.arms.items():
             wrong = sorted(set(changes) - fields)
@@ -107,14 +115,19 @@ class Experiment:
                 arm_recipe(self, arm, scale)
 
 
-def arm_recipe(experiment: Experiment, arm: str, scale: str = "cpu") -> Recipe:
-    """The recipe of one arm at one scale: the base recipe with the arm's changes."""
+def arm_recipe(experiment: Experiment, arm: str, scale: str = "cpu", *, chosen: bool = True) -> Recipe:
+    """The recipe of one arm at one scale: the base recipe with the arm's changes, and at the cpu
+    scale its learning rate chosen on validation (experiment.chosen_lr; chosen=False: the arm's own
+    rate, the centre of its sweep)."""
     if arm not in experiment.arms:
         raise ValueError(f"experiment {experiment.name!r} has no arm {arm!r}; its arms: {', '.join(experiment.arms)}")
     if scale not in experiment.base:
         raise ValueError(f"experiment {experiment.name!r} has no {scale!r} scale; use one of: "
                          f"{', '.join(experiment.base)}")
-    return experiment.base[scale].replace(**experiment.arms[arm])
+    recipe = experiment.base[scale].replace(**experiment.arms[arm])
+    if chosen and scale == "cpu" and arm in experiment.chosen_lr:
+        recipe = recipe.replace(lr=experiment.chosen_lr[arm])
+    return recipe
 
 
 EXPERIMENTS: dict[str, Experiment] = {}
@@ -186,10 +199,10 @@ def lr_sweep(experiment: Experiment, factors: Sequence[float] = SWEEP_FACTORS,
     too. Run with one seed; `chosen_rates` reads the choice."""
     arms = {}
     for arm, arm_factors in sweep_factors(experiment.arms, factors, extended).items():
-        lr = arm_recipe(experiment, arm, "cpu").lr
+        lr = arm_recipe(experiment, arm, "cpu", chosen=False).lr
         for factor in arm_factors:
             arms[sweep_arm(arm, lr * factor)] = {**experiment.arms[arm], "lr": lr * factor}
-    baseline_lr = arm_recipe(experiment, experiment.baseline, "cpu").lr
+    baseline_lr = arm_recipe(experiment, experiment.baseline, "cpu", chosen=False).lr
     return register(Experiment(
         name=f"{experiment.name}-lr",
         description=sweep_description(experiment.name, factors, extended, SWEEP_METRIC),
