@@ -235,9 +235,9 @@ def cmd_fill_mask(args) -> int:
 
 
 def parse_seeds(text: str) -> int | list[int]:
-    """--seeds: "3" = three seeds (0, 1, 2); "0,4,7" = those seeds."""
+    """--seeds: "3" = three seeds (0, 1, 2); "0,4,7" = those seeds; "3," = seed 3 alone."""
     try:
-        return [int(s) for s in text.split(",")] if "," in text else int(text)
+        return [int(s) for s in text.split(",") if s.strip()] if "," in text else int(text)
     except ValueError:
         raise ValueError(f"--seeds takes a number of seeds or a comma-separated list of them, got {text!r}") from None
 
@@ -545,9 +545,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_ablation_scores)
 
-    p = sub.add_parser("study", help="run one of chapter 15's studies (the successors at equal compute): arms x "
-                                     "seeds and the untrained controls into its log")
-    p.add_argument("name", help="electra-vs-mlm, span-masking or attention-positions")
+    p = sub.add_parser("study", help="run one of chapter 15's studies (the successors at equal compute) or chapter "
+                                     "16's Chinese ones: arms x seeds and the untrained controls into its log")
+    p.add_argument("name", help="electra-vs-mlm, span-masking, attention-positions (their -3300 versions and "
+                                "-lr sweeps), zh-masking, zh-masking-lr")
     p.add_argument("--seeds", default="3", help="a number of seeds (3 = 0,1,2) or a comma-separated list")
     p.add_argument("--scale", default="cpu", choices=("cpu", "gpu"))
     p.add_argument("--arms", help="a comma-separated subset of the arms (untrained: the control)")
@@ -643,10 +644,16 @@ def cmd_study(args) -> int:
     """Run (or resume) one of chapter 15's studies and print its tables."""
     import torch
 
-    from .beyond.equal_compute import get_study, load_study, study_grid, study_path
+    from .beyond import equal_compute
+    from .languages import chinese_pretraining
     from .train.grids import RESULTS_FORMAT
 
-    get_study(args.name)  # an unknown study is named before anything else
+    # chapter 15's studies and chapter 16's Chinese ones: the same log, run the same way
+    if args.name not in {**equal_compute.STUDIES, **chinese_pretraining.STUDIES}:  # named before anything else
+        raise ValueError(f"unknown study {args.name!r}; the studies: "
+                         f"{', '.join([*equal_compute.STUDIES, *chinese_pretraining.STUDIES])}")
+    module = chinese_pretraining if args.name in chinese_pretraining.STUDIES else equal_compute
+    load_study, study_grid, study_path = module.load_study, module.study_grid, module.study_path
     if args.shipped:
         result = load_study(args.name, args.scale)
         for metric in result.experiment.metrics:

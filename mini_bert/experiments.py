@@ -5,6 +5,7 @@ Each kind of experiment is defined, and registered by name, in the module of its
   mini_bert.improve (roberta, sharing, ablations), with their learning-rate sweeps;
 - "finetune": fine-tuning studies (mini_bert.train.finetune_runs.Study), chapter 10;
 - "study": chapter 15's studies at equal compute (mini_bert.beyond.equal_compute.Study);
+- "chinese": chapter 16's Chinese pretraining studies (mini_bert.languages.chinese_pretraining);
 - "specialised": chapter 17's grids (mini_bert.smaller.specialised).
 Importing this module imports all of those modules, so every name resolves here whatever else
 has been imported: the command line, the provenance check and the tests look experiments up
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from .beyond import equal_compute
 from .improve import ablations, roberta, sharing  # noqa: F401  (they register Part III's grids)
+from .languages import chinese_pretraining
 from .smaller import specialised
 from .train import finetune_runs, grids
 
@@ -21,6 +23,7 @@ REGISTRIES = {
     "grid": grids.EXPERIMENTS,
     "finetune": finetune_runs.STUDIES,
     "study": equal_compute.STUDIES,
+    "chinese": chinese_pretraining.STUDIES,
     "specialised": specialised.STUDIES,
 }
 

@@ -5,7 +5,8 @@ Every shipped log (mini_bert/results/*.json) carries, for each of its arms, a fi
 pretraining grids by `runs.run_fingerprint`, ablation scores by `ablations.score_fingerprint`
 (chained: scored on the upstream run's own prefix model), fine-tuning studies by
 `finetune_runs.finetune_fingerprint` (chained to the book's pretrained model's prefix), chapter 15's
-studies by `equal_compute.arm_fingerprint`. The definition of each arm is taken from the code as
+studies by `equal_compute.arm_fingerprint`, chapter 16's Chinese studies by
+`chinese_pretraining.arm_fingerprint`. The definition of each arm is taken from the code as
 it is now, so an edited arm recipe shows as a changed definition.
 
 - `check_log(path)` / `check_logs()`: every number that moved, named with its log, arm, old and
@@ -32,24 +33,27 @@ from . import experiments  # noqa: F401  (every experiment, registered)
 from .beyond import equal_compute
 from .core.cache import atomic_write_text, sha256_file
 from .improve import ablations
+from .languages import chinese_pretraining
 from .train import finetune_runs
 from .train.finetune_runs import finetune_fingerprint
 from .train.fingerprint import PREFIX, VERIFIED, Prefix, compare, fingerprinted_arms, verification_version
-from .train.grids import RESULTS_DIR, arm_recipe, get_experiment, grid_documents
+from .train.grids import RESULTS_DIR, RESULTS_FORMAT, arm_recipe, get_experiment, grid_documents
 from .train.runs import run_fingerprint
 
-GRID, SCORES, FINETUNE, STUDY = "grid", "scores", "finetune", "study"
+GRID, SCORES, FINETUNE, STUDY, CHINESE = "grid", "scores", "finetune", "study", "chinese"
 
 
 def log_kind(log: dict) -> str:
-    """Which code made a log: a pretraining grid, ablation scores, a fine-tuning study or a study of
-    chapter 15 (a grid log whose experiment is one of equal_compute's studies)."""
+    """Which code made a log: a pretraining grid, ablation scores, a fine-tuning study, a study of
+    chapter 15 or of chapter 16 (grid logs whose experiment is one of their studies)."""
     fmt = log.get("format")
     if fmt == ablations.SCORES_FORMAT:
         return SCORES
     if fmt == finetune_runs.RESULTS_FORMAT:
         return FINETUNE
-    if fmt == equal_compute.RESULTS_FORMAT:
+    if fmt == RESULTS_FORMAT:
+        if log.get("experiment") in chinese_pretraining.STUDIES:
+            return CHINESE
         return STUDY if log.get("experiment") in equal_compute.STUDIES else GRID
     raise ValueError(f"unknown log format {fmt!r}")
 
@@ -74,6 +78,9 @@ def arm_fingerprint(kind: str, name: str, scale: str, arm: str, seed: int, max_d
         found = finetune_fingerprint(settings[arm], seed, prefix=prefix)
     elif kind == STUDY:
         found = equal_compute.arm_fingerprint(equal_compute.get_study(name), arm, seed, scale, prefix=prefix)
+    elif kind == CHINESE:
+        found = chinese_pretraining.arm_fingerprint(chinese_pretraining.get_study(name), arm, seed, scale,
+                                                    prefix=prefix)
     else:
         raise ValueError(f"unknown log kind {kind!r}")
     return {"seed": seed, **found}

@@ -947,7 +947,12 @@ def test_every_log_command_names_its_seeds_the_same_way():
     from mini_bert.train.engine import seed_list, seeds_argument
     from mini_bert.train.finetune_runs import finetune_grid_command
 
-    assert seeds_argument(range(5)) == "5" and seeds_argument([3, 4]) == "3,4" and seeds_argument([1]) == "1"
+    assert seeds_argument(range(5)) == "5" and seeds_argument([3, 4]) == "3,4" and seeds_argument([1]) == "1,"
+    from mini_bert.__main__ import parse_seeds
+
+    # what a command says is what it runs: one seed alone is not a number of seeds
+    for seeds in ([0], [1], [3, 4], [0, 1, 2], [2, 0]):
+        assert seed_list(parse_seeds(seeds_argument(seeds))) == seeds
     assert seed_list(3) == [0, 1, 2] and seed_list([3, 4]) == [3, 4]
     for command in (grids.grid_command("a", [0, 2], "cpu"), scores_command("a", [0, 2], "cpu"),
                     study_command("a", [0, 2], "cpu"), finetune_grid_command("a", [0, 2], "cpu")):

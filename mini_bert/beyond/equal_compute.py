@@ -48,12 +48,12 @@ from ..improve.ablations import (DOWNSTREAM, DOWNSTREAM_1000, UNTRAINED, Downstr
                         split_downstream_counts, training_curve)
 from ..train.batches import EVAL_MASKING_SEED, PretrainingData, recipe_batches, unigram_token
 from ..train.checkpoint import save_checkpoint
-from ..train.engine import LogPlan, run_log, seed_list, seeds_argument
+from ..train.engine import seed_list, seeds_argument
 from ..train.evaluation import evaluate_mlm
 from ..train.fingerprint import (PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
                           rounded, update_norm)
-from ..train.grids import (RESULTS_DIR, RESULTS_FORMAT, SWEEP_FACTORS, SWEEP_METRIC, Experiment, GridResult,
-                           read_results, sweep_arm, sweep_description, sweep_factors)
+from ..train.grids import (RESULTS_DIR, SWEEP_FACTORS, SWEEP_METRIC, Experiment, GridResult,
+                           load_study_log, study_log, sweep_arm, sweep_description, sweep_factors)
 from ..train.loop import train
 from ..train.pretraining import sinusoidal_table
 from ..train.recipe import Recipe
@@ -549,29 +549,20 @@ def study_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
     arm_names = [*study.arms, UNTRAINED] if arms is None else list(arms)
     for arm in arm_names:
         study.recipe(arm, scale, 0)  # unknown arms and scales fail here, before anything trains
-    path = Path(results) if results is not None else study_path(name, scale)
-    header = {"format": RESULTS_FORMAT, "experiment": name, "scale": scale, "max_docs": None,
-              "code_version": code_version(*STUDY_CODE), "command": study_command(name, seeds, scale),
-              "description": study.description, "baseline": study.baseline, "metrics": list(study.metrics)}
-    run_log(LogPlan(
-        path=path, header=header, read=read_results, identity={"experiment": "study", "scale": "scale"},
-        arms=arm_names, seeds=seeds, order=[*study.arms, UNTRAINED], work=run_arm,
+    return study_log(
+        study.experiment, seeds, scale=scale, path=Path(results) if results is not None else study_path(name, scale),
+        code_modules=STUDY_CODE, command=lambda seeds: study_command(name, seeds, scale), work=run_arm,
         item=lambda arm, seed: dict(study=study, arm=arm, seed=seed, scale=scale, device=device),
         fingerprint_of=lambda arm, seed, prefix: arm_fingerprint(study, arm, seed, scale, prefix=prefix),
-        command=lambda seeds: study_command(name, seeds, scale), command_covers_log=True, date_every_write=True,
-        jobs=jobs, threads=threads or 1, description=f"study {name}"), progress)
-    return load_study(name, scale, results=path)
+        arms=arm_names, order=[*study.arms, UNTRAINED], jobs=jobs, threads=threads, progress=progress)
 
 
 def load_study(name: str, scale: str = "cpu", *, results: str | Path | None = None) -> GridResult:
     """A study's log as a grids.GridResult (tables with paired differences, plot_grid); its
     `code_version` is the study code's (code_version(*STUDY_CODE)), which `.stale` compares."""
-    study = get_study(name)
     path = Path(results) if results is not None else study_path(name, scale)
-    if not path.is_file():
-        raise FileNotFoundError(f"no study log {path}: run {study_command(name, range(3), scale)}")
-    log = read_results(path)
-    return GridResult(study.experiment, log["scale"], log["runs"], path, log["code_version"], STUDY_CODE)
+    return load_study_log(get_study(name).experiment, path, STUDY_CODE,
+                          lambda seeds: study_command(name, seeds, scale))
 
 
 def median_train_seconds(result: GridResult, arm: str) -> float:

@@ -47,9 +47,12 @@ def seed_list(seeds) -> list[int]:
 
 def seeds_argument(seeds: Sequence[int]) -> str:
     """What --seeds says for these seeds in a log's command: their number when they are 0 .. n-1
-    (`--seeds 5`), else the list (`--seeds 3,4`)."""
+    (`--seeds 5`), else the list (`--seeds 3,4`; one seed alone ends with a comma, `--seeds 3,`:
+    `--seeds 3` would mean seeds 0, 1, 2)."""
     seeds = list(seeds)
-    return str(len(seeds)) if seeds == list(range(len(seeds))) else ",".join(map(str, seeds))
+    if seeds == list(range(len(seeds))):
+        return str(len(seeds))
+    return ",".join(map(str, seeds)) + ("," if len(seeds) == 1 else "")
 
 
 def _init_worker(threads: int) -> None:

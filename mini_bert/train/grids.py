@@ -27,7 +27,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -522,6 +522,35 @@ def grid(name_or_experiment: str | Experiment, seeds: int | Sequence[int] = 3, *
 # ============================================================================================
 # The figure
 # ============================================================================================
+
+def study_log(experiment: Experiment, seeds: Sequence[int], *, scale: str, path: Path, code_modules: Sequence[str],
+              command: Callable[[Sequence[int]], str], work: Callable[..., dict], item: Callable[[str, int], dict],
+              fingerprint_of: Callable[[str, int, Prefix], dict], arms: Sequence[str], order: Sequence[str],
+              jobs: int = 1, threads: int | None = None, progress: bool = True) -> GridResult:
+    """Run a study's arms x seeds into its log at `path` (a grid log whose runs another module makes:
+    chapter 15's studies, chapter 16's Chinese ones), rewritten after every run so that a stopped
+    command resumes; the log carries code_version(*code_modules) and the arms' fingerprints."""
+    header = {"format": RESULTS_FORMAT, "experiment": experiment.name, "scale": scale, "max_docs": None,
+              "code_version": code_version(*code_modules), "command": command(seeds),
+              "description": experiment.description, "baseline": experiment.baseline,
+              "metrics": list(experiment.metrics)}
+    run_log(LogPlan(
+        path=path, header=header, read=read_results, identity={"experiment": "study", "scale": "scale"},
+        arms=arms, seeds=seeds, order=order, work=work, item=item, fingerprint_of=fingerprint_of,
+        command=command, command_covers_log=True, date_every_write=True, jobs=jobs, threads=threads or 1,
+        description=f"study {experiment.name}"), progress)
+    return load_study_log(experiment, path, code_modules, command)
+
+
+def load_study_log(experiment: Experiment, path: Path, code_modules: Sequence[str],
+                   command: Callable[[Sequence[int]], str]) -> GridResult:
+    """A study's log as a GridResult (tables with paired differences, plot_grid); its code_version is
+    the study code's, which `.stale` compares. FileNotFoundError names the command that makes it."""
+    if not path.is_file():
+        raise FileNotFoundError(f"no study log {path}: run {command(range(3))}")
+    log = read_results(path)
+    return GridResult(experiment, log["scale"], log["runs"], path, log["code_version"], tuple(code_modules))
+
 
 def plot_grid(result: GridResult, metric: str, ax=None):
     """Per arm: every seed's value as a dot, and the mean +- one standard deviation as a bar.

