@@ -12,6 +12,7 @@ from mini_bert.build.objectives import IGNORE_INDEX
 from mini_bert.languages import chinese
 from mini_bert.languages import chinese_pretraining as cp
 from mini_bert.languages.multilingual import check_coverage
+from mini_bert.train.fingerprint import PREFIX
 from mini_bert.train.grids import SMOKE_MODEL, Experiment, chosen_rates, sweep_arm
 from mini_bert.train.recipe import Recipe
 
@@ -142,3 +143,18 @@ def test_the_study_command_names_the_chinese_studies_beside_chapter_15s(capsys):
     assert main(["study", "no-such-study"]) == 2
     err = capsys.readouterr().err
     assert "unknown study 'no-such-study'" in err and "zh-masking" in err and "electra-vs-mlm" in err
+
+
+def test_a_zh_masking_record_carries_both_chinese_tasks_downstream_and_its_fingerprint_their_counts():
+    record = cp.run_arm(cp.ZH_MASKING, cp.UNTRAINED, 0, prefix=PREFIX)
+    m = record["metrics"]
+    for split in ("validation", "test"):
+        assert 0.0 <= m[f"{split}.zh_sentiment.accuracy"] <= 1.0
+        assert 0.0 <= m[f"{split}.zh_entities.entity_f1"] <= 1.0
+        # three fine-tuning seeds, their mean the checkpoint's score
+        assert m[f"{split}.zh_sentiment.accuracy"] == pytest.approx(
+            sum(m[f"{split}.zh_sentiment.accuracy#{k}"] for k in range(3)) / 3)
+    assert set(record["downstream_counts"]) == {"zh_sentiment", "zh_sentiment#1", "zh_sentiment#2",
+                                                "zh_entities", "zh_entities#1", "zh_entities#2"}
+    # the sweep chooses on held-out MLM alone: no fine-tuning in its runs
+    assert cp.get_study("zh-masking-lr").downstream is None

@@ -309,7 +309,7 @@ def downstream_scores(checkpoint: str | Path, seed: int, *, device=None, prefix:
                                   seed + REPEAT_STRIDE * k, device=device)
             for metric, value in result["metrics"].items():
                 split, measure = metric.split(".", 1)
-                if measure in ("accuracy", "macro_f1"):
+                if measure in ("accuracy", "macro_f1", "entity_f1"):
                     repeats.setdefault(f"{split}.{name}.{measure}", []).append(value)
             if counts is not None:  # the first repeat under the run's name, as a single run logs it
                 counts[name if k == 0 else f"{name}#{k}"] = {

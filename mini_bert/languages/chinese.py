@@ -424,16 +424,21 @@ def segmented_encoding(words: Sequence[str], tokenizer) -> tuple[list[int], list
     (the tests check our WordPiece against the reference on People's Daily). A token that spans two
     segmented words (a run of Latin letters or digits the segmenter cut) belongs to the first.
     """
-    text = "".join(words)
-    fast = tokenizer.to_fast()
-    enc = fast.encode(text, add_special_tokens=False)
-    ids = tokenizer.encode(text)
-    if list(enc.ids) != ids:
-        raise RuntimeError("the fast tokenizer disagrees with ours on this text; report it (parity is tested)")
+    ids, starts = encode_with_offsets("".join(words), tokenizer)
     owner = []
     for k, w in enumerate(words):
         owner.extend([k] * len(w))
-    return ids, [owner[start] for start, _ in enc.offsets]
+    return ids, [owner[start] for start in starts]
+
+
+def encode_with_offsets(text: str, tokenizer) -> tuple[list[int], list[int]]:
+    """Our token ids of `text` and the character where each token starts (the fast twin's offsets,
+    whose ids must be ours: the tests check our WordPiece against the reference on this corpus)."""
+    enc = tokenizer.to_fast().encode(text, add_special_tokens=False)
+    ids = tokenizer.encode(text)
+    if list(enc.ids) != ids:
+        raise RuntimeError("the fast tokenizer disagrees with ours on this text; report it (parity is tested)")
+    return ids, [start for start, _ in enc.offsets]
 
 
 def word_continuation(word_ids: Sequence[int]) -> list[bool]:

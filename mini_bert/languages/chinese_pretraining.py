@@ -14,12 +14,16 @@ mini_bert/results/plan-chinese.md.
   masked-character accuracy (BERT's 15%, one character at a time) and masked-word recovery (whole
   words of the segmentation masked: the share of words whose every character comes back), beside
   the unigram answer and the untrained model of the same seed.
+- Downstream (`ZH_DOWNSTREAM`): every checkpoint, the untrained control's too, fine-tuned on the two
+  Chinese tasks of `mini_bert.languages.chinese_tasks` (1,000 labelled reviews; 1,000 labelled
+  paragraphs), three fine-tuning seeds each, chapter 10's settings.
 - `study_grid(name, seeds)`: every arm x seed and the untrained control into one resumable log
   with its fingerprints (`arm_fingerprint`), as chapter 15's studies; `zh_lr_sweep` the rate sweep.
 """
 from __future__ import annotations
 
 import platform
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
@@ -30,6 +34,7 @@ from ..build.examples import Collator
 from ..build.masking import MaskingConfig, SpecialTokens
 from ..build.objectives import IGNORE_INDEX, MaskedLM
 from ..build.tokenization import VOCAB_FORMAT, WordPieceTokenizer, recipe_key, train_wordpiece
+from ..improve.ablations import Downstream, downstream_scores, split_downstream_counts
 from ..core.cache import cache_dir, cache_key, cached_artifact, code_version, sha256_file
 from ..train.checkpoint import load_checkpoint, save_checkpoint
 from ..train.batches import EVAL_MASKING_SEED, GlobalBatches, PhasedBatches, PretrainingData, unigram_token
@@ -43,7 +48,7 @@ from ..train.loop import train
 from ..train.pretraining import build_model
 from ..train.recipe import Recipe
 from ..train.runs import chosen_steps
-from . import chinese
+from . import chinese, chinese_tasks
 from .multilingual import check_coverage
 
 ZH_CODE = ("languages.chinese_pretraining",)  # the code version of the logs: this module and all it imports
@@ -241,6 +246,16 @@ def study_recipe(study: Experiment, arm: str, scale: str, seed: int) -> Recipe:
 # Chapter 8's recipe and budget (3,300 steps of 64 x 32 tokens, the last 10% on 128-token examples,
 # 25% masking, its rate 2e-3 the centre of each arm's sweep) on the Chinese vocabulary; only the
 # masking unit differs between the arms.
+# Chapter 10's settings for its 1,000-label runs (full fine-tuning at 1e-3, 4 epochs, patience 3),
+# reviews at 64 tokens, paragraphs cut into rows of 128; three fine-tuning seeds (the label draw
+# and the head's initialisation), the checkpoint's score their mean (Part III's DOWNSTREAM_1000).
+ZH_DOWNSTREAM = Downstream(runs={
+    "zh_sentiment": {"task": chinese_tasks.SENTIMENT, "labels": 1000, "max_length": 64, "strategy": "full",
+                     "lr": 1e-3, "epochs": 4, "patience": 3},
+    "zh_entities": {"task": chinese_tasks.ENTITIES, "labels": 1000, "max_length": 128, "strategy": "full",
+                    "lr": 1e-3, "epochs": 4, "patience": 3},
+}, repeats=3)
+
 ZH_MASKING = register_study(Experiment(
     name="zh-masking",
     description="a tiny Chinese BERT on People's Daily at chapter 8's budget: characters masked one at a time vs "
@@ -251,7 +266,9 @@ ZH_MASKING = register_study(Experiment(
     base={"cpu": Recipe(vocab_size=VOCAB_SIZE),
           "gpu": Recipe(preset="mini", seq_len=128, long_seq_len=512, batch_size=256, budget="20000",
                         vocab_size=VOCAB_SIZE)},
-    metrics=("test.mlm@128.accuracy", "test.words@128.accuracy", "test.words@128.recovery"),
+    metrics=("test.mlm@128.accuracy", "test.words@128.accuracy", "test.words@128.recovery",
+             "test.zh_sentiment.accuracy", "test.zh_entities.entity_f1"),
+    downstream=ZH_DOWNSTREAM,
 ))
 
 SWEEP_METRIC = "validation.mlm@128.accuracy"  # masked characters: the targets both arms share
@@ -271,7 +288,7 @@ def zh_lr_sweep(study: Experiment, factors: Sequence[float] = SWEEP_FACTORS,
     return register_study(Experiment(
         name=f"{study.name}-lr", description=sweep_description(study.name, factors, extended, SWEEP_METRIC),
         arms=arms, baseline=sweep_arm(study.baseline, baseline_lr), base={"cpu": study.base["cpu"]},
-        metrics=study.metrics))
+        metrics=study.metrics[:3]))  # chosen on held-out MLM: no downstream runs
 
 
 zh_lr_sweep(ZH_MASKING)
@@ -303,6 +320,12 @@ def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, devic
         save_checkpoint(model_path(recipe), model, tokenizer, history, recipe, overwrite=True)
     metrics = zh_scores(model, tokenizer, unigram_token(train_data.tokens, tokenizer),
                         limit=None if prefix is None else prefix.heldout_docs)
+    counts = None if prefix is None else {}
+    if study.downstream is not None:
+        with tempfile.TemporaryDirectory() as folder:
+            checkpoint = save_checkpoint(Path(folder) / "encoder", model.cpu(), tokenizer, recipe=recipe)
+            metrics.update(downstream_scores(checkpoint, seed, device=device if prefix is None else "cpu",
+                                             prefix=prefix, counts=counts, downstream=study.downstream))
     record = {"arm": arm, "seed": seed, "recipe": recipe.to_dict(), "metrics": metrics,
               "steps": history["step"][-1] if history else 0,
               "tokens": int(sum(history["tokens"][-1:])) if history else 0,
@@ -313,7 +336,7 @@ def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, devic
     if prefix is not None:
         losses = {k: v for k, v in history.items() if k in ("loss", "mlm_loss", "mlm_accuracy", "lr")}
         record.update(history=losses, parameter_norm=parameter_norm(model), update_norm=update_norm(model, initial),
-                      vocabulary=sha256_file(zh_vocab(recipe.vocab_size)),
+                      vocabulary=sha256_file(zh_vocab(recipe.vocab_size)), downstream_counts=counts,
                       batches=batch_exact(batches, chosen_steps(prefix_recipe(recipe, prefix), batches, prefix.steps)))
     return record
 
@@ -342,9 +365,14 @@ def arm_fingerprint(study: Experiment, arm: str, seed: int, scale: str = "cpu", 
     record = run_arm(study, arm, seed, scale, prefix=prefix)
     definition = {"recipe": record["recipe"], "untrained": arm == UNTRAINED, "score_length": SCORE_LENGTH,
                   "vocabulary": zh_vocab_recipe(record["recipe"]["vocab_size"])}
-    exact = {"steps": record["steps"], "vocabulary_sha256": record["vocabulary"], **record["batches"]}
+    counts, losses = split_downstream_counts(record["downstream_counts"])
+    if study.downstream is not None:  # (a sweep has none: its definition stays as logged)
+        definition["downstream"] = study.downstream.definition()
+    exact = {"steps": record["steps"], "vocabulary_sha256": record["vocabulary"], **record["batches"], **counts}
     close = {"metrics": record["metrics"], "history": record["history"], "parameter_norm": record["parameter_norm"],
              "update_norm": record["update_norm"]}
+    if losses:
+        close["downstream_loss"] = losses
     return fingerprint(definition, exact, rounded(close), prefix)
 
 

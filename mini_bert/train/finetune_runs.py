@@ -37,14 +37,14 @@ from ..core.runtime import pick_device, seed_everything
 from .checkpoint import save_checkpoint
 from .engine import LogPlan, run_log, seed_list, seeds_argument
 from .finetuning import (INITS, STRATEGIES, FinetuneConfig, check_labels, evaluate, evaluate_windows, finetune,
-                         linear_schedule, load_encoder, load_task, make_head, scores)
+                         known_tasks, linear_schedule, load_encoder, load_task, make_head, predict, scores)
 from .fingerprint import PREFIX, Prefix, fingerprint, is_current, isolated, rounded
 from .grids import SCALES
 from .loop import no_decay_ids
 from .pretrained import PRETRAINED
 from .runs import heldout_slices, run
 from .stats import PairedDifference, mean_std, paired_difference
-from .tasks import TASKS, encode_windows, topic_examples
+from .tasks import encode_windows, topic_examples
 
 RESULTS_DIR = PACKAGE / "results"
 RESULTS_FORMAT = "mini_bert-finetune-grid/1"
@@ -75,8 +75,8 @@ def run_settings(**settings) -> dict:
             "stride": None, "engine": "mini_bert", **settings}
     if full["init"] not in INITS and not Path(full["init"]).is_dir():
         raise ValueError(f"init must be one of {', '.join(INITS)} or a checkpoint folder, got {full['init']!r}")
-    if full["task"] not in TASKS:
-        raise ValueError(f"unknown task {full['task']!r}; the tasks are: {', '.join(TASKS)}")
+    if full["task"] not in known_tasks():
+        raise ValueError(f"unknown task {full['task']!r}; the tasks are: {', '.join(known_tasks())}")
     if full["engine"] not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, got {full['engine']!r}")
     if full["task"] == "answer-span":  # checked before the generic refusals, which would name another cause
@@ -179,8 +179,10 @@ def run_finetune(settings: dict, seed: int, *, device=None) -> dict:
             test = evaluate_windows(result.model, test_windows)
         else:
             result = finetune(model, task.train, task.validation, config, device=device, metric=task.metric)
-            test = evaluate(result.model, task.test)
+            test = evaluate(result.model, task.test, extra=task.extra)
         history, best_epoch, validation = result.history, result.best_epoch, result.validation
+        if task.extra is not None:  # the chosen epoch's extra scores on validation too
+            validation = {**validation, **task.extra(predict(result.model, task.validation), task.validation.labels)}
     metrics = {f"{split}.{name}": float(value) for split, scores_ in (("validation", validation), ("test", test))
                for name, value in scores_.items() if name != "targets"}
     return {"metrics": metrics, "best_epoch": best_epoch, "seconds": round(time.perf_counter() - start, 1),

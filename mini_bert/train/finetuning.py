@@ -327,6 +327,24 @@ def load_encoder(init: str, *, seed: int = 0, progress: bool = False) -> tuple[B
     return ckpt.model.bert.train(), ckpt.tokenizer
 
 
+# Tasks defined in a later part of the package (chapter 16's Chinese tasks), by name: a loader
+# called as load_task is, registered when its module is imported (mini_bert.experiments imports
+# them all).
+TASK_LOADERS: dict[str, Callable[..., Task]] = {}
+
+
+def register_task(name: str, loader: Callable[..., Task]) -> None:
+    """Make `name` a task of load_task and of the fine-tuning runs' settings: loader(tokenizer,
+    max_length, labels=, seed=, max_eval=) -> Task."""
+    if name in TASKS:
+        raise ValueError(f"{name!r} is one of the book's own tasks")
+    TASK_LOADERS[name] = loader
+
+
+def known_tasks() -> tuple[str, ...]:
+    return (*TASKS, *TASK_LOADERS)
+
+
 def load_task(name: str, tokenizer, max_length: int, *, labels: int | None = None, seed: int = 0,
               max_eval: int | None = None) -> Task:
     """Task `name` (TASKS) encoded with `tokenizer` and truncated to `max_length` tokens.
@@ -335,10 +353,12 @@ def load_task(name: str, tokenizer, max_length: int, *, labels: int | None = Non
         experiment); validation and test stay the same for every run.
     max_eval: score on the first max_eval validation and test examples only (quicker grids).
     """
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; the tasks are: {', '.join(TASKS)}")
+    if name not in known_tasks():
+        raise ValueError(f"unknown task {name!r}; the tasks are: {', '.join(known_tasks())}")
     if max_eval is not None and (isinstance(max_eval, bool) or not isinstance(max_eval, int) or max_eval < 1):
         raise ValueError(f"max_eval must be None or a whole number >= 1, got {max_eval!r}")
+    if name in TASK_LOADERS:
+        return TASK_LOADERS[name](tokenizer, max_length, labels=labels, seed=seed, max_eval=max_eval)
     if name == "answer-span":  # its own examples, encoding and head: mini_bert.train.span_task
         from .span_task import load_span_task
 
@@ -447,16 +467,19 @@ def majority_baseline(train_labels: torch.Tensor, test_labels: torch.Tensor, num
 
 
 def tfidf_baseline(train: Sequence[tuple[str, int]], test: Sequence[tuple[str, int]], num_labels: int, *,
-                   seed: int = 0) -> dict[str, float]:
+                   seed: int = 0, analyzer: str = "word") -> dict[str, float]:
     """The bag-of-words control: TF-IDF of words and word pairs, then a logistic regression
     (scikit-learn, from the notebooks extra). No order beyond word pairs and no pretraining: what a
-    fine-tuned encoder must beat to show that it uses more than which words occur."""
+    fine-tuned encoder must beat to show that it uses more than which words occur.
+    analyzer="char": characters and character pairs instead (Chinese, written without spaces)."""
+    if analyzer not in ("word", "char"):
+        raise ValueError(f"analyzer must be 'word' or 'char', got {analyzer!r}")
     try:
         from sklearn.feature_extraction.text import TfidfVectorizer
         from sklearn.linear_model import LogisticRegression
     except ImportError:
         raise ImportError("the TF-IDF baseline needs scikit-learn: pip install 'mini-bert[notebooks]'") from None
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True, analyzer=analyzer)
     features = vectorizer.fit_transform([text for text, _ in train])
     classifier = LogisticRegression(max_iter=2000, C=10.0, random_state=seed)
     classifier.fit(features, [label for _, label in train])
@@ -464,13 +487,16 @@ def tfidf_baseline(train: Sequence[tuple[str, int]], test: Sequence[tuple[str, i
     return scores(predictions, torch.tensor([label for _, label in test]), num_labels)
 
 
-def evaluate(model: nn.Module, data: TaskData, batch_size: int = 64) -> dict[str, float]:
-    """accuracy, macro_f1 and targets of `model` on `data`."""
+def evaluate(model: nn.Module, data: TaskData, batch_size: int = 64, *,
+             extra: Callable[[torch.Tensor, torch.Tensor], dict] | None = None) -> dict[str, float]:
+    """accuracy, macro_f1 and targets of `model` on `data` (and a task's `extra` scores)."""
     if getattr(model, "kind", None) == "span":  # a span head is scored on its spans (mini_bert.train.span_task)
         from .span_task import span_scores
 
         return span_scores(model, data, batch_size)
-    return scores(predict(model, data, batch_size), data.labels, model.num_labels)
+    predictions = predict(model, data, batch_size)
+    found = scores(predictions, data.labels, model.num_labels)
+    return {**found, **extra(predictions, data.labels)} if extra is not None else found
 
 
 def check_labels(model: nn.Module, train: TaskData, validation: "TaskData | Windows") -> None:

@@ -13,7 +13,7 @@ mini_bert.train.finetuning.load_task builds any of them by name.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -148,6 +148,8 @@ class Task:
     per word). metric: the validation score that chooses the epoch ("accuracy" on balanced tasks,
     "macro_f1" where one class dominates). examples: the raw (text, label) or (text_a, text_b,
     label) examples of train and test, for the bag-of-words baseline (sequence and pair tasks).
+    extra: scores beyond accuracy and macro-F1, from a split's predictions and labels (a tagging
+    task's entity-level F1: mini_bert.languages.chinese_tasks), reported beside them.
     """
 
     name: str
@@ -158,6 +160,7 @@ class Task:
     label_names: list[str]
     metric: str
     examples: dict[str, list] = field(default_factory=dict)
+    extra: Callable[[torch.Tensor, torch.Tensor], dict[str, float]] | None = None
 
     @property
     def num_labels(self) -> int:
