@@ -548,7 +548,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("study", help="run one of chapter 15's studies (the successors at equal compute) or chapter "
                                      "16's Chinese ones: arms x seeds and the untrained controls into its log")
     p.add_argument("name", help="electra-vs-mlm, span-masking, attention-positions (their -3300 versions and "
-                                "-lr sweeps), zh-masking, zh-masking-lr")
+                                "-lr sweeps), zh-masking, multilingual (and their -lr sweeps)")
     p.add_argument("--seeds", default="3", help="a number of seeds (3 = 0,1,2) or a comma-separated list")
     p.add_argument("--scale", default="cpu", choices=("cpu", "gpu"))
     p.add_argument("--arms", help="a comma-separated subset of the arms (untrained: the control)")
@@ -644,15 +644,11 @@ def cmd_study(args) -> int:
     """Run (or resume) one of chapter 15's studies and print its tables."""
     import torch
 
-    from .beyond import equal_compute
-    from .languages import chinese_pretraining
+    from .experiments import study_module
     from .train.grids import RESULTS_FORMAT
 
-    # chapter 15's studies and chapter 16's Chinese ones: the same log, run the same way
-    if args.name not in {**equal_compute.STUDIES, **chinese_pretraining.STUDIES}:  # named before anything else
-        raise ValueError(f"unknown study {args.name!r}; the studies: "
-                         f"{', '.join([*equal_compute.STUDIES, *chinese_pretraining.STUDIES])}")
-    module = chinese_pretraining if args.name in chinese_pretraining.STUDIES else equal_compute
+    # chapter 15's studies and chapter 16's: the same log, run the same way (unknown: named before anything else)
+    module = study_module(args.name)
     load_study, study_grid, study_path = module.load_study, module.study_grid, module.study_path
     if args.shipped:
         result = load_study(args.name, args.scale)

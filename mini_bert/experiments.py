@@ -6,6 +6,8 @@ Each kind of experiment is defined, and registered by name, in the module of its
 - "finetune": fine-tuning studies (mini_bert.train.finetune_runs.Study), chapter 10;
 - "study": chapter 15's studies at equal compute (mini_bert.beyond.equal_compute.Study);
 - "chinese": chapter 16's Chinese pretraining studies (mini_bert.languages.chinese_pretraining);
+- "multilingual": chapter 16's studies of one model for many languages
+  (mini_bert.languages.multilingual_pretraining);
 - "specialised": chapter 17's grids (mini_bert.smaller.specialised).
 Importing this module imports all of those modules, so every name resolves here whatever else
 has been imported: the command line, the provenance check and the tests look experiments up
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from .beyond import equal_compute
 from .improve import ablations, roberta, sharing  # noqa: F401  (they register Part III's grids)
-from .languages import chinese_pretraining
+from .languages import chinese_pretraining, multilingual_pretraining
 from .smaller import specialised
 from .train import finetune_runs, grids
 
@@ -24,6 +26,7 @@ REGISTRIES = {
     "finetune": finetune_runs.STUDIES,
     "study": equal_compute.STUDIES,
     "chinese": chinese_pretraining.STUDIES,
+    "multilingual": multilingual_pretraining.STUDIES,
     "specialised": specialised.STUDIES,
 }
 
@@ -44,3 +47,17 @@ def find(name: str) -> tuple[str, object]:
     if len(found) > 1:  # tests/test_layout.py keeps the names apart
         raise ValueError(f"{name!r} names a {found[0][0]} and a {found[1][0]}")
     return found[0]
+
+
+# The kinds whose logs are studies (grid logs of runs another module makes), by their module: each has
+# STUDIES, get_study, study_grid, load_study, study_path and arm_fingerprint, the same way.
+STUDY_MODULES = {"study": equal_compute, "chinese": chinese_pretraining, "multilingual": multilingual_pretraining}
+
+
+def study_module(name: str):
+    """The module that defines and runs the study `name` (chapter 15's, or chapter 16's)."""
+    for module in STUDY_MODULES.values():
+        if name in module.STUDIES:
+            return module
+    raise ValueError(f"unknown study {name!r}; the studies: "
+                     f"{', '.join(n for m in STUDY_MODULES.values() for n in m.STUDIES)}")

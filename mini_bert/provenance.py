@@ -1,13 +1,13 @@
 """Provenance by behaviour: a shipped log is current when today's code reproduces its fingerprints.
 
 Every shipped log (mini_bert/results/*.json) carries, for each of its arms, a fingerprint
-(mini_bert.train.fingerprint) made by the same code path as the arm's full runs, on a short prefix:
-pretraining grids by `runs.run_fingerprint`, ablation scores by `ablations.score_fingerprint`
-(chained: scored on the upstream run's own prefix model), fine-tuning studies by
-`finetune_runs.finetune_fingerprint` (chained to the book's pretrained model's prefix), chapter 15's
-studies by `equal_compute.arm_fingerprint`, chapter 16's Chinese studies by
-`chinese_pretraining.arm_fingerprint`. The definition of each arm is taken from the code as
-it is now, so an edited arm recipe shows as a changed definition.
+(mini_bert.train.fingerprint) made by the same code path as the arm's full runs, on a short
+prefix: pretraining grids by `runs.run_fingerprint`, ablation scores by
+`ablations.score_fingerprint` (chained: scored on the upstream run's own prefix model),
+fine-tuning studies by `finetune_runs.finetune_fingerprint` (chained to the book's pretrained
+model's prefix), chapter 15's studies and chapter 16's by their modules' `arm_fingerprint`
+(experiments.STUDY_MODULES). The definition of each arm is taken from the code as it is now, so
+an edited arm recipe shows as a changed definition.
 
 - `check_log(path)` / `check_logs()`: every number that moved, named with its log, arm, old and
   new value; `python -m mini_bert provenance` runs it over every shipped log (two worker
@@ -30,17 +30,17 @@ from typing import Sequence
 import torch
 
 from . import experiments  # noqa: F401  (every experiment, registered)
-from .beyond import equal_compute
 from .core.cache import atomic_write_text, sha256_file
 from .improve import ablations
-from .languages import chinese_pretraining
 from .train import finetune_runs
 from .train.finetune_runs import finetune_fingerprint
 from .train.fingerprint import PREFIX, VERIFIED, Prefix, compare, fingerprinted_arms, verification_version
 from .train.grids import RESULTS_DIR, RESULTS_FORMAT, arm_recipe, get_experiment, grid_documents
 from .train.runs import run_fingerprint
 
-GRID, SCORES, FINETUNE, STUDY, CHINESE = "grid", "scores", "finetune", "study", "chinese"
+from .experiments import STUDY_MODULES
+
+GRID, SCORES, FINETUNE = "grid", "scores", "finetune"
 
 
 def log_kind(log: dict) -> str:
@@ -52,9 +52,10 @@ def log_kind(log: dict) -> str:
     if fmt == finetune_runs.RESULTS_FORMAT:
         return FINETUNE
     if fmt == RESULTS_FORMAT:
-        if log.get("experiment") in chinese_pretraining.STUDIES:
-            return CHINESE
-        return STUDY if log.get("experiment") in equal_compute.STUDIES else GRID
+        for kind, module in STUDY_MODULES.items():
+            if log.get("experiment") in module.STUDIES:
+                return kind
+        return GRID
     raise ValueError(f"unknown log format {fmt!r}")
 
 
@@ -76,11 +77,9 @@ def arm_fingerprint(kind: str, name: str, scale: str, arm: str, seed: int, max_d
         if arm not in settings:
             raise ValueError(f"study {name!r} has no arm {arm!r} any more (its arms: {', '.join(settings)})")
         found = finetune_fingerprint(settings[arm], seed, prefix=prefix)
-    elif kind == STUDY:
-        found = equal_compute.arm_fingerprint(equal_compute.get_study(name), arm, seed, scale, prefix=prefix)
-    elif kind == CHINESE:
-        found = chinese_pretraining.arm_fingerprint(chinese_pretraining.get_study(name), arm, seed, scale,
-                                                    prefix=prefix)
+    elif kind in STUDY_MODULES:
+        module = STUDY_MODULES[kind]
+        found = module.arm_fingerprint(module.get_study(name), arm, seed, scale, prefix=prefix)
     else:
         raise ValueError(f"unknown log kind {kind!r}")
     return {"seed": seed, **found}

@@ -48,12 +48,12 @@ from ..improve.ablations import (DOWNSTREAM, DOWNSTREAM_1000, UNTRAINED, Downstr
                         split_downstream_counts, training_curve)
 from ..train.batches import EVAL_MASKING_SEED, PretrainingData, recipe_batches, unigram_token
 from ..train.checkpoint import save_checkpoint
-from ..train.engine import seed_list, seeds_argument
+from ..train.engine import seed_list
 from ..train.evaluation import evaluate_mlm
 from ..train.fingerprint import (PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
                           rounded, update_norm)
-from ..train.grids import (RESULTS_DIR, SWEEP_FACTORS, SWEEP_METRIC, Experiment, GridResult,
-                           load_study_log, study_log, sweep_arm, sweep_description, sweep_factors)
+from ..train.grids import (SWEEP_FACTORS, SWEEP_METRIC, Experiment, GridResult, Registry, load_study_log,
+                           study_command, study_log, study_path, sweep_arm, sweep_description, sweep_factors)
 from ..train.loop import train
 from ..train.pretraining import sinusoidal_table
 from ..train.recipe import Recipe
@@ -204,18 +204,9 @@ class Study:
         return self.arms[self.baseline if arm == UNTRAINED else arm][0]
 
 
-STUDIES: dict[str, Study] = {}
-
-
-def register_study(study: Study) -> Study:
-    STUDIES[study.name] = study
-    return study
-
-
-def get_study(name: str) -> Study:
-    if name not in STUDIES:
-        raise ValueError(f"unknown study {name!r}; the studies: {', '.join(STUDIES)}")
-    return STUDIES[name]
+STUDIES = Registry("study")  # {name: Study}
+register_study = STUDIES.register
+get_study = STUDIES.find
 
 
 # The MLM baseline's budget: 600 steps of 64 x 32 tokens (the last 10% as 16 x 128), 90 to 100 s
@@ -529,14 +520,6 @@ def arm_fingerprint(study: Study, arm: str, seed: int, scale: str = "cpu", *, pr
 # ============================================================================================
 # A study's grid: every arm x seed and the untrained control, into one log
 # ============================================================================================
-
-def study_path(name: str, scale: str) -> Path:
-    return RESULTS_DIR / f"{name}-{scale}.json"
-
-
-def study_command(name: str, seeds: Sequence[int], scale: str) -> str:
-    return f"python -m mini_bert study {name} --seeds {seeds_argument(seeds)} --scale {scale}"
-
 
 def study_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu", device=None,
                results: str | Path | None = None, jobs: int = 1, threads: int | None = None,

@@ -48,7 +48,8 @@ from ..train.finetune_runs import get_study, read_log
 from ..train.finetune_runs import prefix_settings, run_finetune
 from ..train.fingerprint import (PREFIX, Prefix, fingerprint, isolated, parameter_norm, prefix_recipe,
                           rounded)
-from ..train.grids import RESULTS_DIR, Experiment, GridResult, arm_recipe, get_experiment, load_grid, lr_sweep, register
+from ..train.grids import (RESULTS_DIR, UNTRAINED, Experiment, GridResult, arm_recipe, get_experiment, load_grid,
+                           lr_sweep, register)
 from ..train.heldout import sentence_batch
 from ..train.pretraining import build_model
 from ..train.recipe import Recipe
@@ -57,7 +58,6 @@ from ..train.stats import Verdict, mean_std, paired_difference, verdict
 
 SCORES_FORMAT = "mini_bert-ablation-scores/1"
 ABLATION_CODE = ("improve.ablations",)  # the code version of a scores log: this module and all it imports
-UNTRAINED = "untrained"  # the control arm of every scores log: the seed's initial weights, never trained
 SENTENCE_TASKS = ("nsp", "sop")
 
 # The sentence pairs every model is probed on: 128-token pairs as BERT and ALBERT build them

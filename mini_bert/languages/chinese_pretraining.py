@@ -18,7 +18,7 @@ mini_bert/results/plan-chinese.md.
   Chinese tasks of `mini_bert.languages.chinese_tasks` (1,000 labelled reviews; 1,000 labelled
   paragraphs), three fine-tuning seeds each, chapter 10's settings.
 - `study_grid(name, seeds)`: every arm x seed and the untrained control into one resumable log
-  with its fingerprints (`arm_fingerprint`), as chapter 15's studies; `zh_lr_sweep` the rate sweep.
+  with its fingerprints (`arm_fingerprint`), as chapter 15's studies; "zh-masking-lr" its rate sweep.
 """
 from __future__ import annotations
 
@@ -38,12 +38,11 @@ from ..improve.ablations import Downstream, downstream_scores, split_downstream_
 from ..core.cache import cache_dir, cache_key, cached_artifact, code_version, sha256_file
 from ..train.checkpoint import load_checkpoint, save_checkpoint
 from ..train.batches import EVAL_MASKING_SEED, GlobalBatches, PhasedBatches, PretrainingData, unigram_token
-from ..train.engine import seed_list, seeds_argument
 from ..train.evaluation import evaluate_mlm
-from ..train.fingerprint import (FORMAT, PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
-                                 rounded, update_norm)
-from ..train.grids import (RESULTS_DIR, SWEEP_FACTORS, Experiment, GridResult, load_study_log, study_log, sweep_arm,
-                           sweep_description, sweep_factors)
+from ..train.fingerprint import (FORMAT, PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm,
+                                 prefix_recipe, rounded, update_norm)
+from ..train.grids import (UNTRAINED, Experiment, GridResult, Registry, load_study_log, lr_sweep, run_study,
+                           study_command, study_path, study_recipe)
 from ..train.loop import train
 from ..train.pretraining import build_model
 from ..train.recipe import Recipe
@@ -52,7 +51,6 @@ from . import chinese, chinese_tasks
 from .multilingual import check_coverage
 
 ZH_CODE = ("languages.chinese_pretraining",)  # the code version of the logs: this module and all it imports
-UNTRAINED = "untrained"  # the control: the baseline arm's initial weights, not trained
 SCORE_LENGTH = 128  # held-out examples of 128 tokens, as Part III's sweeps choose by
 VOCAB_SIZE = 8192  # chapter 8's: a step costs what chapter 8's does
 MAX_UNKNOWN = 0.01  # the plan: at most 1% [UNK] on the validation reviews
@@ -220,27 +218,9 @@ def zh_scores(model, tokenizer, unigram: int, limit: int | None = None) -> dict[
 # The studies
 # ============================================================================================
 
-STUDIES: dict[str, Experiment] = {}
-
-
-def register_study(study: Experiment) -> Experiment:
-    STUDIES[study.name] = study
-    return study
-
-
-def get_study(name: str) -> Experiment:
-    if name not in STUDIES:
-        raise ValueError(f"unknown Chinese study {name!r}; the studies: {', '.join(STUDIES)}")
-    return STUDIES[name]
-
-
-def study_recipe(study: Experiment, arm: str, scale: str, seed: int) -> Recipe:
-    """The recipe of an arm (UNTRAINED: the baseline's) with `seed`, the study's chosen rates applied."""
-    from ..train.grids import arm_recipe
-
-    if arm != UNTRAINED and arm not in study.arms:
-        raise ValueError(f"study {study.name!r} has no arm {arm!r}; its arms: {', '.join([*study.arms, UNTRAINED])}")
-    return arm_recipe(study, study.baseline if arm == UNTRAINED else arm, scale).replace(seed=seed)
+STUDIES = Registry("Chinese study")  # {name: Experiment}
+register_study = STUDIES.register
+get_study = STUDIES.find
 
 
 # Chapter 8's recipe and budget (3,300 steps of 64 x 32 tokens, the last 10% on 128-token examples,
@@ -271,27 +251,8 @@ ZH_MASKING = register_study(Experiment(
     downstream=ZH_DOWNSTREAM,
 ))
 
-SWEEP_METRIC = "validation.mlm@128.accuracy"  # masked characters: the targets both arms share
-
-
-def zh_lr_sweep(study: Experiment, factors: Sequence[float] = SWEEP_FACTORS,
-                extended: dict[str, Sequence[float]] | None = None) -> Experiment:
-    """The rate sweep of a Chinese study, registered as "{name}-lr": every arm at its own rate (cpu
-    scale) times each factor, one seed; `grids.chosen_rates` reads the choice (by SWEEP_METRIC)."""
-    from ..train.grids import arm_recipe
-
-    arms = {}
-    for arm, arm_factors in sweep_factors(study.arms, factors, extended).items():
-        lr = arm_recipe(study, arm, "cpu", chosen=False).lr
-        arms.update({sweep_arm(arm, lr * f): {**study.arms[arm], "lr": lr * f} for f in arm_factors})
-    baseline_lr = arm_recipe(study, study.baseline, "cpu", chosen=False).lr
-    return register_study(Experiment(
-        name=f"{study.name}-lr", description=sweep_description(study.name, factors, extended, SWEEP_METRIC),
-        arms=arms, baseline=sweep_arm(study.baseline, baseline_lr), base={"cpu": study.base["cpu"]},
-        metrics=study.metrics[:3]))  # chosen on held-out MLM: no downstream runs
-
-
-zh_lr_sweep(ZH_MASKING)
+# chosen on held-out MLM (masked characters, the targets both arms share): no downstream runs
+lr_sweep(ZH_MASKING, register_as=register_study, metrics=ZH_MASKING.metrics[:3])
 
 # ============================================================================================
 # One run, its fingerprint, the log
@@ -376,32 +337,15 @@ def arm_fingerprint(study: Experiment, arm: str, seed: int, scale: str = "cpu", 
     return fingerprint(definition, exact, rounded(close), prefix)
 
 
-def study_path(name: str, scale: str) -> Path:
-    return RESULTS_DIR / f"{name}-{scale}.json"
-
-
-def study_command(name: str, seeds: Sequence[int], scale: str) -> str:
-    return f"python -m mini_bert study {name} --seeds {seeds_argument(seeds)} --scale {scale}"
-
-
 def study_grid(name: str, seeds: int | Sequence[int] = 5, *, scale: str = "cpu", device=None,
                results: str | Path | None = None, jobs: int = 1, threads: int | None = None,
                arms: Sequence[str] | None = None, progress: bool = True) -> GridResult:
-    """Run every arm x seed of a Chinese study and the untrained control of every seed (or `arms`
-    only) into its log (default results/{name}-{scale}.json), rewritten after every run so that a
-    stopped command resumes."""
-    study = get_study(name)
-    seeds = seed_list(seeds)
-    arm_names = [*study.arms, UNTRAINED] if arms is None else list(arms)
-    for arm in arm_names:
-        study_recipe(study, arm, scale, 0)  # unknown arms and scales fail here, before anything trains
-    zh_tokenizer(study.base[scale].vocab_size)  # the vocabulary and its coverage check, before any run
-    return study_log(
-        study, seeds, scale=scale, path=Path(results) if results is not None else study_path(name, scale),
-        code_modules=ZH_CODE, command=lambda seeds: study_command(name, seeds, scale), work=run_arm,
-        item=lambda arm, seed: dict(study=study, arm=arm, seed=seed, scale=scale, device=device),
-        fingerprint_of=lambda arm, seed, prefix: arm_fingerprint(study, arm, seed, scale, prefix=prefix),
-        arms=arm_names, order=[*study.arms, UNTRAINED], jobs=jobs, threads=threads, progress=progress)
+    """Run every arm x seed of the study `name` and the untrained control of every seed (or `arms`
+    only) into its log (grids.run_study), rewritten after every run so that a stopped command resumes."""
+    zh_tokenizer(get_study(name).base[scale].vocab_size)  # the vocabulary and its coverage check, before any run
+    return run_study(get_study(name), seeds, scale=scale, results=results, code_modules=ZH_CODE, run_arm=run_arm,
+                     arm_fingerprint=arm_fingerprint, device=device, jobs=jobs, threads=threads, arms=arms,
+                     progress=progress)
 
 
 def load_study(name: str, scale: str = "cpu", *, results: str | Path | None = None) -> GridResult:

@@ -193,21 +193,27 @@ def sweep_description(name: str, factors: Sequence[float], extended: dict[str, S
 
 
 def lr_sweep(experiment: Experiment, factors: Sequence[float] = SWEEP_FACTORS,
-             extended: dict[str, Sequence[float]] | None = None) -> Experiment:
+             extended: dict[str, Sequence[float]] | None = None, *, metric: str = SWEEP_METRIC,
+             swept: Sequence[str] | None = None, register_as: Callable[[Experiment], Experiment] | None = None,
+             metrics: Sequence[str] | None = None) -> Experiment:
     """The learning-rate sweep of an experiment, registered as "{name}-lr": every arm at its own
     rate (cpu scale) times each factor, and an arm named in `extended` times its further factors
-    too. Run with one seed; `chosen_rates` reads the choice."""
+    too. Run with one seed; `chosen_rates` reads the choice (by `metric`, which the description
+    names). swept: only these arms (the others keep a rate chosen elsewhere); register_as: the
+    registry of the experiment's kind (default: the grids'); metrics: the sweep's tables'."""
+    swept = list(experiment.arms) if swept is None else list(swept)
     arms = {}
-    for arm, arm_factors in sweep_factors(experiment.arms, factors, extended).items():
+    for arm, arm_factors in sweep_factors(swept, factors, extended).items():
         lr = arm_recipe(experiment, arm, "cpu", chosen=False).lr
         for factor in arm_factors:
             arms[sweep_arm(arm, lr * factor)] = {**experiment.arms[arm], "lr": lr * factor}
-    baseline_lr = arm_recipe(experiment, experiment.baseline, "cpu", chosen=False).lr
-    return register(Experiment(
+    baseline = experiment.baseline if experiment.baseline in swept else swept[0]
+    baseline_lr = arm_recipe(experiment, baseline, "cpu", chosen=False).lr
+    return (register_as or register)(Experiment(
         name=f"{experiment.name}-lr",
-        description=sweep_description(experiment.name, factors, extended, SWEEP_METRIC),
-        arms=arms, baseline=sweep_arm(experiment.baseline, baseline_lr), base={"cpu": experiment.base["cpu"]},
-        metrics=experiment.metrics))
+        description=sweep_description(experiment.name, factors, extended, metric),
+        arms=arms, baseline=sweep_arm(baseline, baseline_lr), base={"cpu": experiment.base["cpu"]},
+        metrics=tuple(metrics or experiment.metrics)))
 
 
 def chosen_rates(sweep: "GridResult", metric: str = SWEEP_METRIC) -> dict[str, float]:
@@ -523,6 +529,45 @@ def grid(name_or_experiment: str | Experiment, seeds: int | Sequence[int] = 3, *
 # The figure
 # ============================================================================================
 
+class Registry(dict):
+    """The studies of one kind by name (chapter 15's, chapter 16's Chinese and multilingual ones):
+    `register(study)` adds one and returns it, `find(name)` returns it or names the known ones."""
+
+    def __init__(self, what: str):
+        super().__init__()
+        self.what = what
+
+    def register(self, study):
+        self[study.name] = study
+        return study
+
+    def find(self, name: str):
+        if name not in self:
+            raise ValueError(f"unknown {self.what} {name!r}; the {self.what}s: {', '.join(self)}")
+        return self[name]
+
+
+UNTRAINED = "untrained"  # the control arm of a scores log or study: the seed's initial weights, never trained
+
+
+def study_path(name: str, scale: str) -> Path:
+    """Where the book's log of a study is shipped: results/{name}-{scale}.json."""
+    return RESULTS_DIR / f"{name}-{scale}.json"
+
+
+def study_command(name: str, seeds: Sequence[int], scale: str) -> str:
+    """The command that makes (or resumes) a study's log (chapter 15's and chapter 16's)."""
+    return f"python -m mini_bert study {name} --seeds {seeds_argument(seeds)} --scale {scale}"
+
+
+def study_recipe(experiment: Experiment, arm: str, scale: str, seed: int) -> Recipe:
+    """The recipe of one arm of a study with `seed` (UNTRAINED: the baseline's, never trained)."""
+    if arm != UNTRAINED and arm not in experiment.arms:
+        raise ValueError(f"study {experiment.name!r} has no arm {arm!r}; its arms: "
+                         f"{', '.join([*experiment.arms, UNTRAINED])}")
+    return arm_recipe(experiment, experiment.baseline if arm == UNTRAINED else arm, scale).replace(seed=seed)
+
+
 def study_log(experiment: Experiment, seeds: Sequence[int], *, scale: str, path: Path, code_modules: Sequence[str],
               command: Callable[[Sequence[int]], str], work: Callable[..., dict], item: Callable[[str, int], dict],
               fingerprint_of: Callable[[str, int, Prefix], dict], arms: Sequence[str], order: Sequence[str],
@@ -540,6 +585,27 @@ def study_log(experiment: Experiment, seeds: Sequence[int], *, scale: str, path:
         command=command, command_covers_log=True, date_every_write=True, jobs=jobs, threads=threads or 1,
         description=f"study {experiment.name}"), progress)
     return load_study_log(experiment, path, code_modules, command)
+
+
+def run_study(study: Experiment, seeds: int | Sequence[int], *, scale: str, results: str | Path | None,
+              code_modules: Sequence[str], run_arm: Callable[..., dict], arm_fingerprint: Callable[..., dict],
+              device=None, jobs: int = 1, threads: int | None = None, arms: Sequence[str] | None = None,
+              progress: bool = True) -> GridResult:
+    """A study whose arms are recipes of an Experiment (chapter 16's): every arm x seed and the
+    untrained control of every seed (or `arms` only) into its log (default results/{name}-{scale}.json),
+    each run made by run_arm(study, arm, seed, scale, device=) and fingerprinted by
+    arm_fingerprint(study, arm, seed, scale, prefix=)."""
+    seeds = seed_list(seeds)
+    arm_names = [*study.arms, UNTRAINED] if arms is None else list(arms)
+    for arm in arm_names:
+        study_recipe(study, arm, scale, 0)  # unknown arms and scales fail here, before anything trains
+    name = study.name
+    return study_log(
+        study, seeds, scale=scale, path=Path(results) if results is not None else study_path(name, scale),
+        code_modules=code_modules, command=lambda seeds: study_command(name, seeds, scale), work=run_arm,
+        item=lambda arm, seed: dict(study=study, arm=arm, seed=seed, scale=scale, device=device),
+        fingerprint_of=lambda arm, seed, prefix: arm_fingerprint(study, arm, seed, scale, prefix=prefix),
+        arms=arm_names, order=[*study.arms, UNTRAINED], jobs=jobs, threads=threads, progress=progress)
 
 
 def load_study_log(experiment: Experiment, path: Path, code_modules: Sequence[str],

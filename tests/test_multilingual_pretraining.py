@@ -1,0 +1,88 @@
+"""Chapter 16's multilingual study (mini_bert.languages.multilingual_pretraining): the arms, the sampled
+training text, retrieval's ranks, and a whole study log (tiny model) that resumes and passes its fingerprints."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from mini_bert import provenance
+from mini_bert.languages import multilingual_pretraining as mp
+from mini_bert.languages.multilingual import joint_vocabulary, sampling_weights, words_in
+from mini_bert.train.grids import SMOKE_MODEL, Experiment
+from mini_bert.train.recipe import Recipe
+
+pytest.importorskip("snownlp")
+
+
+def test_rank_scores_count_the_twins_rank_among_the_candidates():
+    similarity = torch.tensor([[0.9, 0.1, 0.2],   # right at rank 1
+                               [0.8, 0.5, 0.1],   # right at rank 2
+                               [0.3, 0.2, 0.1]])  # right at rank 3
+    found = mp.rank_scores(similarity)
+    assert found["top1"] == pytest.approx(1 / 3) and found["candidates"] == 3.0
+    assert found["mrr"] == pytest.approx((1 + 1 / 2 + 1 / 3) / 3)
+
+
+def test_the_arms_differ_in_their_languages_and_vocabulary_only():
+    study, sweep = mp.get_study("multilingual"), mp.get_study("multilingual-lr")
+    recipes = {arm: mp.study_recipe(study, arm, "cpu", 2) for arm in study.arms}
+    for arm, recipe in recipes.items():
+        assert recipe.replace(vocab_size=8192, lr=Recipe().lr) == Recipe(seed=2)
+        assert recipe.vocab_size == mp.VOCAB_SIZES[arm]
+    assert recipes["en-only"].lr == Recipe().lr  # chapter 8's rate, not swept
+    assert sorted(sweep.arms) == sorted(f"{arm}-lr{lr:g}" for arm in ("en-fr-es", "en-fr-es-zh")
+                                        for lr in (1e-3, 2e-3, 4e-3))
+    assert mp.language_set("en-fr-es-zh-lr0.004") == "en-fr-es-zh"
+    with pytest.raises(ValueError, match="names no language set"):
+        mp.language_set("de-only")
+
+
+def test_the_training_text_samples_the_languages_with_xlmrs_alpha():
+    docs = mp.training_documents("en-fr-es")
+    # (by identity: a French article and its English twin may share their title)
+    language_of = {id(d): lang for lang in ("en", "fr", "es") for d in mp.documents(lang, "train")}
+    words = {"en": 0, "fr": 0, "es": 0}
+    for d in docs:
+        words[language_of[id(d)]] += words_in(d.text)
+    sizes = {lang: sum(words_in(d.text) for d in mp.documents(lang, "train")) for lang in words}
+    share = {lang: n / sum(words.values()) for lang, n in words.items()}
+    for lang, q in sampling_weights(sizes, mp.ALPHA).items():
+        assert share[lang] == pytest.approx(q, abs=0.01)
+    assert share["es"] > sizes["es"] / sum(sizes.values()) + 0.03  # the smallest language is up-weighted
+    assert mp.training_documents("en-only") == mp.documents("en", "train")
+
+
+def test_a_multilingual_study_log_resumes_and_its_fingerprints_pass(cache, tmp_path, monkeypatch):
+    tiny = Experiment(name="ml-tiny", description="two arms, a few steps", baseline="en-fr-es",
+                      arms={"en-only": {"vocab_size": 8192}, "en-fr-es": {"vocab_size": 3000}},
+                      base={"cpu": Recipe(model=SMOKE_MODEL, budget="4", long_seq_len=0)})
+    monkeypatch.setitem(mp.STUDIES, "ml-tiny", tiny)
+    # a small joint vocabulary, learnt once here (the study's takes half a minute; what is tested is the log)
+    small = joint_vocabulary({lang: [s for d in mp.documents(lang, "train")[:300] for s in d.sentences]
+                              for lang in ("en", "fr", "es")}, 3000, mp.ALPHA, 20_000)
+    english = mp.ml_tokenizer
+    monkeypatch.setattr(mp, "ml_tokenizer", lambda arm: english(arm) if arm == "en-only" else small)
+    monkeypatch.setattr(mp, "TOPIC_RUN", {**mp.TOPIC_RUN, "labels": 64, "epochs": 1})
+    thin = mp.training_documents
+    monkeypatch.setattr(mp, "training_documents", lambda arm: thin(arm)[::50])
+    path = tmp_path / "ml-tiny-cpu.json"
+    mp.study_grid("ml-tiny", 1, results=path, progress=False)
+    log = json.loads(path.read_text())
+    assert [r["arm"] for r in log["runs"]] == ["en-only", "en-fr-es", mp.UNTRAINED]
+    runs = {r["arm"]: r for r in log["runs"]}
+    assert runs[mp.UNTRAINED]["languages"] == ["en", "fr", "es"] and runs[mp.UNTRAINED]["steps"] == 0
+    for record in log["runs"]:
+        m = record["metrics"]
+        assert {"test.topic_en.accuracy", "test.topic_fr.accuracy", "test.topic_es.accuracy",
+                "test.topic_es.restricted_accuracy", "test.retrieval_fr.top1", "test.mlm_es@128.accuracy"} <= set(m)
+        assert "test.mlm_zh@128.accuracy" not in m  # no arm here was trained on Chinese
+        assert m["test.retrieval_fr.candidates"] == len(mp.twin_pairs("fr"))
+        assert m["test.topic_fr.accuracy"] == pytest.approx(sum(m[f"test.topic_fr.accuracy#{k}"] for k in range(3)) / 3)
+    before = path.read_text()
+    mp.study_grid("ml-tiny", 1, results=path, progress=False)  # resumed: nothing runs again
+    assert json.loads(path.read_text())["runs"] == json.loads(before)["runs"]
+    assert provenance.log_kind(log) == "multilingual"
+    now = provenance.fingerprint_logs([path], jobs=1, progress=False)["fingerprints"][str(path)]
+    assert provenance.problems_of(path, now) == []
