@@ -162,7 +162,10 @@ SENTENCE_OBJECTIVES_3300 = register(Experiment(
 ))
 # Extended 2026-11-25 (the plan's edge rule, before the other arms' runs had finished): MLM alone
 # was best at its largest rate, 4e-3 (validation MLM accuracy 0.211, 0.240, 0.247 at 1, 2, 4e-3).
-lr_sweep(SENTENCE_OBJECTIVES_3300, extended={"mlm": (4.0,)})
+# Extended 2026-11-26 once the first nine runs had finished: MLM + NSP was best at its largest rate
+# too (0.184, 0.215, 0.221 at 1, 2, 4e-3); MLM alone fell back at 8e-3 (0.235), so 4e-3 is inside
+# its rates now; MLM + SOP chose 2e-3 (0.169, 0.208, 0.204).
+lr_sweep(SENTENCE_OBJECTIVES_3300, extended={"mlm": (4.0,), "nsp": (4.0,)})
 
 # ============================================================================================
 # Sentence tasks: probes and the controls that cannot read
