@@ -543,7 +543,7 @@ class Registry(dict):
 
     def find(self, name: str):
         if name not in self:
-            raise ValueError(f"unknown {self.what} {name!r}; the {self.what}s: {', '.join(self)}")
+            raise ValueError(f"unknown {self.what} {name!r}; the known ones: {', '.join(self)}")
         return self[name]
 
 
