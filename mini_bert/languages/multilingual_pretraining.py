@@ -151,18 +151,21 @@ def transfer_scores(encoder, tokenizer, seed: int, *, prefix: Prefix | None = No
     spanish = sorted({names.index(t) for t in chinese.TOPIC_MAP["es"].values()})
     runs: dict[str, list[float]] = {}
     counts = {}
+    def encode(examples):
+        return encode_texts(tokenizer, examples, settings["max_length"], pairs=False)
+
+    # encoded once: only the labelled sample changes between the fine-tuning seeds
+    validation = encode(topic_examples("en", "validation", limit))
+    tests = {lang: encode(topic_examples(lang, "test", limit)) for lang in ("en", *FOREIGN)}
     for k in range(REPEATS):
         run_seed = seed + REPEAT_STRIDE * k
         config = FinetuneConfig(seed=run_seed, **{key: settings[key] for key in
                                                   ("strategy", "lr", "epochs", "patience", "max_length")})
-        encode = lambda ex: encode_texts(tokenizer, ex, config.max_length, pairs=False)  # noqa: E731
         train_set = encode(subsample(topic_examples("en", "train"), settings["labels"], run_seed, "articles"))
         model = make_head("sequence", copy.deepcopy(encoder), len(names), config)
-        validation = encode(topic_examples("en", "validation", limit))
         result = finetune(model, train_set, validation, config, metric="accuracy")
         found = {"validation.topic_en.accuracy": result.validation["accuracy"]}
-        for lang in ("en", *FOREIGN):
-            test = encode(topic_examples(lang, "test", limit))
+        for lang, test in tests.items():
             logits = torch.cat(batched_logits(result.model, test))
             found[f"test.topic_{lang}.accuracy"] = float((logits.argmax(-1) == test.labels).float().mean())
             if lang == "es":  # the secondary reading: only the 8 topics Spanish has
