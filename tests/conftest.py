@@ -4,7 +4,12 @@ pytest-xdist runs two workers on the 2-core CI machine; one torch thread per wor
 oversubscription (with two OpenMP threads each, tiny models ran up to 100x slower). Code under
 test may change the thread count (training picks the physical cores), so every test starts
 with one thread again.
+
+The tests assert the CPU's numbers, so they run on the CPU even where a GPU is present
+(MINI_BERT_DEVICE=cpu unless you set it; subprocesses inherit it). test_cuda.py runs the GPU
+paths against the CPU when CUDA is there.
 """
+import os
 import re
 import shutil
 
@@ -14,10 +19,12 @@ import torch
 from mini_bert import BertConfig, BertForPreTraining
 from mini_bert.build.data import load_corpus
 from mini_bert.build.tokenization import default_tokenizer, train_wordpiece
+from mini_bert.core.runtime import DEVICE_ENV
 from mini_bert.train.grids import SMOKE_MODEL
 from mini_bert.train.recipe import Recipe
 
 torch.set_num_threads(1)
+os.environ.setdefault(DEVICE_ENV, "cpu")
 
 # The shared tiny model shape (transformers keeps one such config in its BertModelTester): two
 # layers of width 32, small enough that a test trains it in well under a second.

@@ -30,7 +30,7 @@ from torch import nn
 
 from ..build.model import BertForPreTraining
 from ..build.objectives import Objective, ObjectiveResult, needs_pooler, objectives_for
-from ..core.runtime import pick_device
+from ..core.runtime import DEVICE_ENV, pick_device
 from .batches import PretrainingData
 from .evaluation import evaluate_mlm
 from .recipe import Recipe, TrainState, parse_budget
@@ -135,9 +135,17 @@ def setup_processes(device: str | torch.device | None = None) -> Processes:
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
-    dev = torch.device(device) if device is not None else (
-        torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu"))
+    choice = device if device is not None else os.environ.get(DEVICE_ENV)
+    dev = pick_device(str(choice)) if choice else (
+        torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu"))
     if dev.type == "cuda":
+        # One GPU per process: a second process on the same GPU would fail deep inside CUDA
+        # ("invalid device ordinal"), so say it here, before any process joins the group.
+        count = torch.cuda.device_count()
+        if local_world > count:
+            raise ValueError(f"torchrun started {local_world} processes on this machine, which has {count} "
+                             f"GPU(s); each process needs its own GPU: use --nproc_per_node {count}, or "
+                             f"--device cpu to train on the CPU")
         dev = torch.device("cuda", local_rank)
         torch.cuda.set_device(dev)
     else:
