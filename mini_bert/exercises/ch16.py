@@ -1,0 +1,300 @@
+"""Checkers for the chapter 16 exercises: BERT's words of Chinese and mixed text, person / place /
+organisation labels from People's Daily's word tags, and the sampling weights of many languages.
+
+The People's Daily cases come after the hand-made ones: they need the corpus (the `chinese` extra), and
+a stub or a wrong answer to the first case is reported without reading it.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+import re
+import unicodedata
+from typing import Callable, Iterator, Sequence
+
+from ..build.tokenization import is_cjk, is_punctuation, pre_tokenize, remove_accents
+from ..languages.chinese import ENTITY_TAGS, bio_tags, entity_spans, people_daily
+from ..languages.multilingual import sampling_weights as reference_weights
+from .common import call_safely, fail_check, report_checks
+
+
+def _first_difference(got: Sequence, want: Sequence) -> int:
+    """The first index where two sequences differ (the shorter one's length when one is a prefix)."""
+    return next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 1: BERT's words of Chinese and mixed text
+# --------------------------------------------------------------------------------------------
+
+# (what, text). The accented, capitalised English sentence catches a split that also normalises.
+WORD_CASES = [
+    ("mixed text with spaces", "BERT 于 2018 年发布，基于 Transformer 编码器。"),
+    ("mixed text without spaces", "中文English混排，没有空格abc123又是中文"),
+    ("full-width digits (not CJK)", "湖人１１２：１０５胜"),
+    ("an English sentence", "At the café, BERT's encoder reads the whole sentence: left and right."),
+]
+
+
+def _word_cases() -> Iterator[tuple[str, str]]:
+    """WORD_CASES, then the first test paragraph of People's Daily of at most 40 characters that holds a
+    number in full-width digits (a dateline: punctuation, place names and digits in one line). A generator,
+    so that the corpus is read only once the hand-made cases have passed."""
+    yield from WORD_CASES
+    paragraph = next(p for p in people_daily("test") if len(p.text) <= 40 and re.search("[０-９]{2}", p.text))
+    yield f"People's Daily, line {paragraph.line}", paragraph.text
+
+
+def _split_where(text: str, stands_alone: Callable[[str], bool]) -> list[str]:
+    """Whitespace-separated chunks, every character for which stands_alone is true a word of its own: the
+    right split with is_cjk or is_punctuation, and a usual mistake with another test."""
+    words = []
+    for chunk in text.split():
+        run = ""
+        for ch in chunk:
+            if stands_alone(ch):
+                words += [run, ch] if run else [ch]
+                run = ""
+            else:
+                run += ch
+        if run:
+            words.append(run)
+    return words
+
+
+def _full_width(ch: str) -> bool:
+    return unicodedata.east_asian_width(ch) in ("F", "W")
+
+
+def _word_hint(text: str, got: list, want: list[str]) -> str:
+    """The hint for a wrong split: which usual mistake `got` is, if it is one."""
+    if not all(isinstance(w, str) for w in got):
+        return "return a list of strings, one per word."
+    plain = [remove_accents(w).lower() for w in want]
+    if [remove_accents(w).lower() for w in got] == plain:
+        return "keep the case and the accents ('BERT', 'café'): this exercise is the split, not the normalisation."
+    # Before the single-character split: on a text of CJK, punctuation and full-width digits alone the two agree.
+    if got == _split_where(text, lambda ch: is_cjk(ch) or is_punctuation(ch) or _full_width(ch)):
+        return ("full-width digits are not CJK: BERT's CJK ranges hold ideographs only, so '１１２' stays one "
+                "word, as '112' would (is_cjk).")
+    if got == _split_where(text, lambda ch: True):
+        return ("only CJK characters and punctuation stand alone; a run of Latin letters or digits stays one "
+                "word ('Transformer', '2018').")
+    if got == _split_where(text, is_cjk) or any(len(w) > 1 and any(map(is_punctuation, w)) for w in got):
+        return ("every punctuation character is a word of its own, Chinese (，。：) and ASCII (, . ') alike: "
+                "split it off the word it touches (is_punctuation).")
+    if any(len(w) > 1 and any(map(is_cjk, w)) for w in got):
+        return "every CJK character is a word of its own, even inside a run of them (is_cjk)."
+    return ("split on whitespace, then make every CJK character (is_cjk) and every punctuation character "
+            "(is_punctuation) a word of its own; everything else stays together.")
+
+
+def check_bert_words(bert_words) -> bool:
+    """Check bert_words(text) -> list[str]: BERT's pre-tokenisation without lowercasing or accent stripping:
+    split on whitespace, and make every CJK character and every punctuation character a word of its own."""
+    passed: list[str] = []
+    fail = functools.partial(fail_check, "check_bert_words", passed)
+    for case, text in _word_cases():
+        want = pre_tokenize(text, lowercase=False)
+        got, err = call_safely(bert_words, text)
+        shown = text if len(text) <= 24 else text[:21] + "..."  # CJK is two columns wide
+        if err:
+            return fail(f"{case}: bert_words({shown!r}) raised {err}", "one string in, a list of words out.")
+        if isinstance(got, str):
+            return fail(f"{case}: returned the string {got[:40]!r}",
+                        "return a list of words, not one string: ['BERT', '于', '2018', ...].")
+        if not isinstance(got, (list, tuple)):
+            return fail(f"{case}: returned {type(got).__name__}", "return a list of words (strings).")
+        got = list(got)
+        if got == want:
+            passed.append(f"{case}: {want}" if len(want) <= 14 else f"{case}: {shown!r} -> {len(want)} words")
+            continue
+        k = _first_difference(got, want)
+        counts = f" ({len(got)} words, expected {len(want)})" if len(got) != len(want) else ""
+        return fail(f"{case}: {shown!r}{counts}: from word {k} on, got {got[k:k + 3]}, expected {want[k:k + 3]}",
+                    _word_hint(text, got, want))
+    return report_checks("check_bert_words", [], passed)
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 2: one BIO label per character, from the word tags
+# --------------------------------------------------------------------------------------------
+
+def _tagged(line: str) -> tuple[list[str], list[str]]:
+    """"江/nr 泽民/nr" -> (["江", "泽民"], ["nr", "nr"])."""
+    pairs = [item.rsplit("/", 1) for item in line.split()]
+    return [w for w, _ in pairs], [t for _, t in pairs]
+
+
+# (what, words/tags). Each catches a usual mistake: a rule that merges every run of nr words fails the
+# last two, one that never merges fails the first.
+ENTITY_CASES = [
+    ("a surname and its given name", "江/nr 泽民/nr 主席/n 讲话/v"),
+    ("two adjacent places", "北京/ns 石景山/ns 的/u 居民/n"),
+    ("an organisation, then a place", "新华社/nt 北京/ns １月/t １日/t 电/n"),
+    ("no entity (nz is a proper noun, not an entity)", "学习/v 汉语/nz 拼音/n 。/w"),
+    ("two people named in a row", "江/nr 泽民/nr 李/nr 鹏/nr"),
+    ("two given names in a row (a surname is one character)", "（/w 向宁/nr 翠玉/nr ）/w"),
+]
+
+
+def _entity_cases() -> Iterator[tuple[str, list[str], list[str]]]:
+    """ENTITY_CASES, then the first three validation paragraphs of People's Daily of at most 60 characters
+    with a person, a place and an organisation (read once the hand-made cases have passed)."""
+    for case, line in ENTITY_CASES:
+        yield (case, *_tagged(line))
+    found = 0
+    for p in people_daily("validation"):
+        if len(p.text) <= 60 and {"PER", "LOC", "ORG"} <= {kind for *_, kind in entity_spans(p.words, p.tags)}:
+            yield f"People's Daily, line {p.line}", list(p.words), list(p.tags)
+            found += 1
+            if found == 3:
+                return
+
+
+def _labels_by(words: list[str], tags: list[str], joins: Callable[[int, int], bool], io: bool = False) -> list[str]:
+    """Character labels with another rule for when word j joins the entity that starts at word i (the
+    right rule is entity_spans'), and I- for every character of an entity when io is set."""
+    labels, i = [], 0
+    while i < len(words):
+        kind = ENTITY_TAGS.get(tags[i])
+        j = i + 1
+        while kind is not None and j < len(words) and joins(i, j):
+            j += 1
+        n = sum(len(w) for w in words[i:j])
+        labels += ["O"] * n if kind is None else [f"{'I' if io else 'B'}-{kind}"] + [f"I-{kind}"] * (n - 1)
+        i = j
+    return labels
+
+
+def _entity_hint(words: list[str], tags: list[str], got: list[str], want: list[str]) -> str:
+    """The hint for wrong labels: which usual mistake `got` is, if it is one."""
+    def surname(i, j):
+        return j == i + 1 and tags[i] == tags[j] == "nr" and len(words[i]) == 1
+
+    if got == _labels_by(words, tags, lambda i, j: tags[i] == tags[j] == "nr"):
+        return ("only a one-character nr word followed by another nr word is one person (a surname and its "
+                "given name); any other run of nr words is several people.")
+    if got == _labels_by(words, tags, lambda i, j: surname(i, j) or tags[i] == tags[j]):
+        return ("adjacent places stay separate entities: 北京/ns 石景山/ns is a city and its district, "
+                "B-LOC I-LOC B-LOC I-LOC I-LOC.")
+    if got == _labels_by(words, tags, lambda i, j: False):
+        return ("a one-character nr word followed by another nr word is a surname and its given name: "
+                "江/nr 泽民/nr is one person, B-PER I-PER I-PER.")
+    starts = [k for k, label in enumerate(want) if label.startswith("B-")]
+    if got == _labels_by(words, tags, surname, io=True) or any(got[k].startswith("I-") for k in starts):
+        return "an entity starts with B-; only the characters after its first get I-."
+    return ("nr -> PER, ns -> LOC, nt -> ORG, every other tag O; the first character of an entity gets B-, "
+            "the others I-.")
+
+
+def check_entity_bio(entity_bio) -> bool:
+    """Check entity_bio(words, tags) -> list[str]: one BIO label per character of "".join(words) from People's
+    Daily's word tags (nr PER, ns LOC, nt ORG); a one-character nr word followed by another nr word is one
+    person (surname and given name), and every other tagged word is an entity of its own."""
+    passed: list[str] = []
+    fail = functools.partial(fail_check, "check_entity_bio", passed)
+    for case, words, tags in _entity_cases():
+        want = list(bio_tags(words, tags))
+        got, err = call_safely(entity_bio, list(words), list(tags))
+        text = "".join(words)
+        shown = " ".join(f"{w}/{t}" for w, t in zip(words, tags)) if len(words) <= 6 else f"{text[:14]}..."
+        if err:
+            return fail(f"{case}: entity_bio on {shown} raised {err}",
+                        "two lists in (the words, their tags), one label per character out.")
+        if not isinstance(got, (list, tuple)) or not all(isinstance(label, str) for label in got):
+            return fail(f"{case}: returned {type(got).__name__} {str(got)[:40]}",
+                        "return a list of labels (strings such as 'B-PER'), one per character.")
+        got = list(got)
+        if got == want:
+            if len(words) <= 6:
+                passed.append(f"{case}: {shown} -> {' '.join(want)}")
+            else:
+                # A few entities only: a CJK character is two columns wide in the book's code box.
+                spans = entity_spans(words, tags)
+                found = ", ".join(f"{text[a:b]} {kind}" for a, b, kind in spans[:4])
+                found += ", ..." if len(spans) > 4 else ""
+                passed.append(f"{case} ({len(text)} characters, {len(spans)} entities): {found}")
+            continue
+        if len(got) != len(want):
+            hint = ("one label per character of ''.join(words), not one per word: a word of three characters "
+                    "gets three labels." if len(got) == len(words) else
+                    "one label per character of ''.join(words).")
+            return fail(f"{case}: {shown}: {len(got)} labels for {len(want)} characters", hint)
+        k = _first_difference(got, want)
+        return fail(f"{case}: {shown}: character {k} ({text[k]}) is {got[k]}, expected {want[k]}",
+                    _entity_hint(words, tags, got, want))
+    return report_checks("check_entity_bio", [], passed)
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 3: the sampling weights of many languages
+# --------------------------------------------------------------------------------------------
+
+# Words per language (made-up sizes of the order of the book's corpora), and a large and a small language.
+BOOK_SIZES = {"en": 776_000, "fr": 562_000, "es": 435_000, "zh": 1_119_000}
+UNEQUAL_SIZES = {"en": 2_000_000, "sw": 10_000}
+WEIGHT_CASES = [("four languages", BOOK_SIZES, alpha) for alpha in (1.0, 0.7, 0.3, 0.0)] + [
+    ("a language 200 times larger than the other", UNEQUAL_SIZES, alpha) for alpha in (0.7, 0.3)]
+
+
+def _shares(sizes: dict[str, float], power: float, factor: float = 1.0, normalise: bool = True) -> dict[str, float]:
+    """factor * p_i ** power, normalised to sum to 1 or not: the weights of the usual mistakes."""
+    total = sum(sizes.values())
+    raw = {k: factor * (v / total) ** power for k, v in sizes.items()}
+    norm = sum(raw.values()) if normalise else 1.0
+    return {k: v / norm for k, v in raw.items()}
+
+
+def _close(got: dict, want: dict) -> bool:
+    return all(math.isclose(got[k], want[k], rel_tol=1e-9) for k in want)
+
+
+def _weight_hint(sizes: dict[str, float], alpha: float, got: dict) -> str:
+    """The hint for wrong weights: which usual mistake `got` is, if it is one."""
+    total = sum(got.values())
+    if alpha > 0 and any(_close(got, _shares(sizes, 1 / alpha, normalise=n)) for n in (True, False)):
+        return ("the exponent is alpha itself, q_i proportional to p_i ** alpha: alpha < 1 flattens the shares "
+                "towards the small languages, 1 / alpha sharpens them.")
+    if alpha != 1 and any(_close(got, _shares(sizes, 1.0, alpha, normalise=n)) for n in (True, False)):
+        return ("alpha is an exponent, not a factor: q_i is proportional to p_i ** alpha (alpha x p_i, "
+                "normalised, is p_i again).")
+    if not math.isclose(total, 1.0, rel_tol=1e-9):
+        return (f"the weights sum to {total:.4g}: renormalise, divide each p_i ** alpha by the sum over all "
+                "the languages.")
+    if alpha == 1:
+        return "alpha = 1 should give the proportions, p_i = n_i / sum_j n_j."
+    return "q_i = p_i ** alpha / sum_j p_j ** alpha, with p_i = n_i / sum_j n_j."
+
+
+def check_sampling_weights(sampling_weights) -> bool:
+    """Check sampling_weights(sizes, alpha) -> dict[str, float]: q_i = p_i^alpha / sum_j p_j^alpha with
+    p_i = n_i / sum_j n_j, for sizes {language: n_i} (multilingual BERT's smoothing, XLM-R's alpha)."""
+    passed: list[str] = []
+    fail = functools.partial(fail_check, "check_sampling_weights", passed)
+    for case, sizes, alpha in WEIGHT_CASES:
+        want = reference_weights(sizes, alpha)
+        got, err = call_safely(sampling_weights, dict(sizes), alpha)
+        where = f"{case}, alpha {alpha}"
+        if err:
+            hint = ("alpha = 0 is allowed: p ** 0 = 1 for every language, equal shares." if alpha == 0 else
+                    "a dict {language: size} and a float in, a dict {language: weight} out.")
+            return fail(f"{where}: raised {err}", hint)
+        if not isinstance(got, dict):
+            return fail(f"{where}: returned {type(got).__name__}",
+                        "return a dict keyed by language, {'en': ..., 'fr': ...}"
+                        + (", not a list of weights." if isinstance(got, (list, tuple)) else "."))
+        if set(got) != set(sizes):
+            return fail(f"{where}: returned the keys {sorted(got, key=str)}",
+                        f"the keys are the languages of sizes, {sorted(sizes)}, each once.")
+        if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+                   for v in got.values()):
+            return fail(f"{where}: returned {got}", "every weight is a finite number (a float).")
+        shares = ", ".join(f"{k} {want[k]:.3f}" for k in sizes)
+        if _close(got, want):
+            passed.append(f"{where}: {shares}")
+            continue
+        return fail(f"{where}: got {', '.join(f'{k} {float(got[k]):.3f}' for k in sizes)}, expected {shares}",
+                    _weight_hint(sizes, alpha, got))
+    return report_checks("check_sampling_weights", [], passed)
