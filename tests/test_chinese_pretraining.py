@@ -161,3 +161,13 @@ def test_a_zh_masking_record_carries_both_chinese_tasks_downstream_and_its_finge
                                                 "zh_entities", "zh_entities#1", "zh_entities#2"}
     # the sweep chooses on held-out MLM alone: no fine-tuning in its runs
     assert cp.get_study("zh-masking-lr").downstream is None
+
+
+def test_the_zh_masking_rates_are_its_shipped_sweeps_choice():
+    # The sweep finished 2026-11-26; its choice is written into the study, and the seeded study's
+    # seed 0 trains exactly the sweep's run at that rate.
+    study, sweep = cp.get_study("zh-masking"), cp.get_study("zh-masking-lr")
+    shipped = cp.load_study("zh-masking-lr")  # current (test_provenance)
+    assert study.chosen_lr == chosen_rates(shipped) == {"character": 2e-3, "whole-word": 2e-3}
+    for arm, lr in study.chosen_lr.items():
+        assert cp.study_recipe(study, arm, "cpu", 0) == cp.study_recipe(sweep, sweep_arm(arm, lr), "cpu", 0)
