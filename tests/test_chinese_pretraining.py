@@ -106,6 +106,13 @@ def test_a_chinese_study_log_resumes_and_its_fingerprints_pass(cache, tmp_path, 
     assert kept.recipe["masking_mode"] == "whole_word" and kept.history["step"][-1] == 4
     with pytest.raises(FileNotFoundError, match=r"study zh-tiny --seeds 1, --scale cpu --arms character"):
         cp.trained_model(tiny, "character", 1)
+    # a recipe trained before is loaded, not trained again (the sweep's run is the study's seed 0)
+    assert not any(r["from_cache"] for r in log["runs"])
+    with monkeypatch.context() as patched:
+        patched.setattr(cp, "train", lambda *a, **k: pytest.fail("trained again"))
+        again = cp.run_arm(tiny, "whole-word", 0)
+    assert again["from_cache"] and again["steps"] == 4
+    assert again["metrics"] == log["runs"][1]["metrics"]
     # resumed: nothing runs again
     before = path.read_text()
     cp.study_grid("zh-tiny", 1, results=path, progress=False)

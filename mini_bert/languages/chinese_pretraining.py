@@ -276,14 +276,20 @@ def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, devic
     batches, (train_data, *_) = zh_batches(recipe, tokenizer, documents, flags)
     model = build_model(recipe, tokenizer.vocab_size)
     initial = None if prefix is None else {k: v.detach().clone() for k, v in model.named_parameters()}
-    history = {}
-    if arm != UNTRAINED:
+    history, reused = {}, False
+    kept = model_path(recipe)
+    if arm != UNTRAINED and prefix is None and kept.is_dir():
+        # The same recipe was trained before: the sweep's run at the chosen rate is the study's seed 0
+        # (the grids reuse their cached runs the same way). Loading verifies the files.
+        checkpoint = load_checkpoint(kept)
+        model, history, reused = checkpoint.model, checkpoint.history, True
+    elif arm != UNTRAINED:
         history = train(model, batches, recipe if prefix is None else prefix_recipe(recipe, prefix), progress=False,
                         device=device if prefix is None else "cpu",
                         stop_at_step=None if prefix is None else prefix.steps)
     model.eval()
-    if prefix is None and arm != UNTRAINED:  # kept for the chapter's fine-tuning
-        save_checkpoint(model_path(recipe), model, tokenizer, history, recipe, overwrite=True)
+    if prefix is None and arm != UNTRAINED and not reused:  # kept for the chapter's fine-tuning
+        save_checkpoint(kept, model, tokenizer, history, recipe, overwrite=True)
     metrics = zh_scores(model, tokenizer, unigram_token(train_data.tokens, tokenizer),
                         limit=None if prefix is None else prefix.heldout_docs)
     counts = None if prefix is None else {}
@@ -296,7 +302,7 @@ def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, devic
               "steps": history["step"][-1] if history else 0,
               "tokens": int(sum(history["tokens"][-1:])) if history else 0,
               "train_seconds": history["seconds"][-1] if history else 0.0,
-              "seconds": round(time.perf_counter() - started, 1),
+              "seconds": round(time.perf_counter() - started, 1), "from_cache": reused,
               "provenance": {"code_version": code_version(*ZH_CODE), "torch": torch.__version__,
                              "python": platform.python_version(), "threads": torch.get_num_threads()}}
     if prefix is not None:
