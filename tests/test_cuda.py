@@ -15,8 +15,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from mini_bert.build.data import load_corpus
-from mini_bert.build.tokenization import train_wordpiece
 from mini_bert.train.pretraining import pretrain
 
 from conftest import TINY as TINY_MODEL
@@ -25,24 +23,15 @@ from conftest import TINY_RECIPE
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-@pytest.fixture(scope="module")
-def docs():
-    return load_corpus("train")[:120], load_corpus("validation")[:20]
-
-
-@pytest.fixture(scope="module")
-def tokenizer(docs):
-    return train_wordpiece([s for d in docs[0] for s in d.sentences], 400, method="count")
-
-
 def run(recipe, docs, tokenizer, device):
     return pretrain(recipe, tokenizer=tokenizer, train_documents=docs[0], eval_documents=docs[1],
                     progress=False, device=device).history
 
 
 @pytest.fixture(scope="module")
-def recipe():
-    return TINY_RECIPE.replace(model=TINY_MODEL, vocab_size=400, lr=3e-3, budget="6", warmup=0.2)
+def recipe(tokenizer):  # conftest's docs and tokenizer
+    return TINY_RECIPE.replace(model=TINY_MODEL, vocab_size=tokenizer.vocab_size, lr=3e-3, budget="6",
+                               warmup=0.2)
 
 
 @pytest.fixture(scope="module")
