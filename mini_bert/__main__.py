@@ -545,11 +545,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_ablation_scores)
 
-    p = sub.add_parser("study", help="run one of chapter 15's studies (the successors at equal compute) or chapter "
-                                     "16's Chinese ones: arms x seeds and the untrained controls into its log")
+    p = sub.add_parser("study", help="run one of chapter 15's studies (the successors at equal compute), chapter "
+                                     "16's Chinese ones or chapter 17's distillation study: arms x seeds (and the "
+                                     "untrained controls) into its log")
     p.add_argument("name", help="electra-vs-mlm, span-masking, attention-positions (their -3300 versions and "
-                                "-lr sweeps), zh-masking, multilingual (and their -lr sweeps)")
-    p.add_argument("--seeds", default="3", help="a number of seeds (3 = 0,1,2) or a comma-separated list")
+                                "-lr sweeps), zh-masking, multilingual (and their -lr sweeps), distillation, "
+                                "distillation-temperature")
+    p.add_argument("--seeds", help="a number of seeds (3 = 0,1,2) or a comma-separated list (default: the "
+                                    "study's own: 3 for chapter 15's, 5 for chapters 16-17's, 1 for a choice)")
     p.add_argument("--scale", default="cpu", choices=("cpu", "gpu"))
     p.add_argument("--arms", help="a comma-separated subset of the arms (untrained: the control)")
     p.add_argument("--device", type=device_name, help="cpu, cuda, ... (default: the best available)")
@@ -641,13 +644,13 @@ def cmd_provenance(args) -> int:
 
 
 def cmd_study(args) -> int:
-    """Run (or resume) one of chapter 15's studies and print its tables."""
+    """Run (or resume) one of the studies of chapters 15-17 and print its tables."""
     import torch
 
     from .experiments import study_module
     from .train.grids import RESULTS_FORMAT
 
-    # chapter 15's studies and chapter 16's: the same log, run the same way (unknown: named before anything else)
+    # the studies of chapters 15-17: run the same way (an unknown name is refused before anything else)
     module = study_module(args.name)
     load_study, study_grid, study_path = module.load_study, module.study_grid, module.study_path
     if args.shipped:
@@ -656,11 +659,12 @@ def cmd_study(args) -> int:
             print(result.format_table(metric), end="\n\n")
         print(f"the book's log {result.path}: nothing trained (without --shipped the study runs here)")
         return 0
-    seeds = parse_seeds(args.seeds)
+    seeds = {} if args.seeds is None else {"seeds": parse_seeds(args.seeds)}  # else the study's own number
     if args.threads:
         torch.set_num_threads(args.threads)
-    path, before = _log_destination(args, study_path(args.name, args.scale).name, (RESULTS_FORMAT,), "study log")
-    result = study_grid(args.name, seeds, scale=args.scale, device=args.device, results=path,
+    formats = (getattr(module, "LOG_FORMAT", RESULTS_FORMAT),)  # chapter 17's logs have their own
+    path, before = _log_destination(args, study_path(args.name, args.scale).name, formats, "study log")
+    result = study_grid(args.name, scale=args.scale, **seeds, device=args.device, results=path,
                         jobs=args.jobs, threads=args.threads, arms=args.arms.split(",") if args.arms else None,
                         progress=not args.no_progress)
     for metric in result.experiment.metrics:

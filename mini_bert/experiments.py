@@ -18,7 +18,7 @@ from __future__ import annotations
 from .beyond import equal_compute
 from .improve import ablations, roberta, sharing  # noqa: F401  (they register Part III's grids)
 from .languages import chinese_pretraining, multilingual_pretraining
-from .smaller import specialised
+from .smaller import distillation_study, specialised
 from .train import finetune_runs, grids
 
 REGISTRIES = {
@@ -50,12 +50,14 @@ def find(name: str) -> tuple[str, object]:
 
 
 # The kinds whose logs are studies (grid logs of runs another module makes), by their module: each has
-# STUDIES, get_study, study_grid, load_study, study_path and arm_fingerprint, the same way.
-STUDY_MODULES = {"study": equal_compute, "chinese": chinese_pretraining, "multilingual": multilingual_pretraining}
+# STUDIES, get_study, study_grid, load_study, study_path and arm_fingerprint, the same way; a module
+# whose logs have a format of their own names it as LOG_FORMAT (chapter 17's: fine-tuning runs).
+STUDY_MODULES = {"study": equal_compute, "chinese": chinese_pretraining, "multilingual": multilingual_pretraining,
+                 "specialised": distillation_study}
 
 
 def study_module(name: str):
-    """The module that defines and runs the study `name` (chapter 15's, or chapter 16's)."""
+    """The module that defines and runs the study `name` (chapter 15's, 16's or 17's)."""
     for module in STUDY_MODULES.values():
         if name in module.STUDIES:
             return module

@@ -45,16 +45,16 @@ GRID, SCORES, FINETUNE = "grid", "scores", "finetune"
 
 def log_kind(log: dict) -> str:
     """Which code made a log: a pretraining grid, ablation scores, a fine-tuning study, a study of
-    chapter 15 or of chapter 16 (grid logs whose experiment is one of their studies)."""
+    chapter 15, 16 or 17 (logs whose experiment is one of their studies)."""
     fmt = log.get("format")
     if fmt == ablations.SCORES_FORMAT:
         return SCORES
     if fmt == finetune_runs.RESULTS_FORMAT:
         return FINETUNE
+    for kind, module in STUDY_MODULES.items():
+        if fmt == getattr(module, "LOG_FORMAT", RESULTS_FORMAT) and log.get("experiment") in module.STUDIES:
+            return kind
     if fmt == RESULTS_FORMAT:
-        for kind, module in STUDY_MODULES.items():
-            if log.get("experiment") in module.STUDIES:
-                return kind
         return GRID
     raise ValueError(f"unknown log format {fmt!r}")
 

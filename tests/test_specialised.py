@@ -8,7 +8,8 @@ from mini_bert.smaller.specialised import (LABEL_BUDGETS, SEEDS, STUDIES, Compar
 
 def test_both_studies_have_a_cpu_and_a_gpu_scale_three_seeds_or_more_and_chapter_10s_budgets():
     for study in STUDIES.values():
-        assert set(study.arms) == {"cpu", "gpu"} and study.seeds == SEEDS >= 3
+        assert set(study.arms) == {"cpu", "gpu"}
+        assert study.seeds == SEEDS >= 3 or (study.choice and study.seeds == 1)  # a choice on seed 0
     cpu = STUDIES["distillation"].arms["cpu"]
     for n in LABEL_BUDGETS["cpu"]:
         for arm in ("teacher", "tfidf", "tiny-wiki/labels", "tiny-wiki/soft", "tiny-wiki/soft+labels",

@@ -34,7 +34,7 @@ from ..core.runtime import seed_everything
 from ..train.recipe import Recipe
 from ..train.tasks import CASES, Task, check_uncased, encode_tagged, subsample, truecase_sentences
 
-DOMAIN = "Biology and health sciences"  # the largest real topic, and the nearest to BioBERT's domain
+DOMAIN = "Biology and health sciences"  # the nearest topic to BioBERT's domain, and the second largest
 
 
 # ============================================================================================

@@ -60,7 +60,8 @@ def _teacher(labels: int | None, scale: str) -> dict:
 
 def distillation_arms(scale: str) -> dict[str, dict]:
     """{arm: {"role", "finetune": run settings, "distillation": DistillConfig fields or None,
-    "pool": unlabelled articles ("all": every training article of the task)}}."""
+    "pool": unlabelled articles ("all": every training article of the task), "teacher": a distilled
+    arm's teacher's settings (so that a log notices when they change)}}."""
     soft = {"temperature": TEMPERATURE}
     both = {"temperature": TEMPERATURE, "label_weight": 1.0}
     # Distillation sees every unlabelled training article once an epoch (7,258 on the CPU: 227
@@ -77,7 +78,7 @@ def distillation_arms(scale: str) -> dict[str, dict]:
             for name, terms in (("soft", soft), ("soft+labels", both)):
                 arms[f"{init}/{name}/{tag}"] = {
                     "role": "student", "finetune": _student(init, n, scale, epochs=3, patience=None),
-                    "distillation": terms, "pool": "all"}
+                    "distillation": terms, "pool": "all", "teacher": _teacher(n, scale)}
     n = 1000
     tag = f"labels={n}"
     l3 = _student("minilm-l3", n, scale, lr=TEACHER_RATE[scale], pooling="pooler")
@@ -85,8 +86,8 @@ def distillation_arms(scale: str) -> dict[str, dict]:
     arms[f"minilm-l3/labels/{tag}"] = {"role": "student", "finetune": l3, "distillation": None}
     for name, terms in (("soft", {}), ("soft+hidden", {"hidden_weight": 1.0}),
                         ("soft+attention", {"attention_weight": 1.0})):
-        arms[f"minilm-l3/{name}/{tag}"] = {"role": "student", "finetune": l3_soft,
-                                          "distillation": {**soft, **terms}, "pool": "all"}
+        arms[f"minilm-l3/{name}/{tag}"] = {"role": "student", "finetune": l3_soft, "distillation": {**soft, **terms},
+                                          "pool": "all", "teacher": _teacher(n, scale)}
     return arms
 
 
@@ -141,6 +142,18 @@ class SpecialisedStudy:
     arms: dict[str, dict[str, dict]]  # {scale: {arm: definition}}
     seeds: int = SEEDS
     comparisons: list[Comparison] = field(default_factory=list)
+    metrics: tuple[str, ...] = ("validation.accuracy", "test.accuracy", "test.macro_f1")  # what its tables show
+    # A choice made on validation with seed 0 before the study's other seeds run (the plan's rule for
+    # the temperature): one seed, no verdicts; the choice is written into the code by hand.
+    choice: bool = False
+
+
+def temperature_arms(scale: str) -> dict[str, dict]:
+    """The plan's choice of the temperature: the tiny student on soft targets alone at 1,000 labels,
+    at each of TEMPERATURES, seed 0; the best validation accuracy is written into TEMPERATURE."""
+    arm = distillation_arms(scale)["tiny-wiki/soft/labels=1000"]
+    return {f"tiny-wiki/soft/labels=1000/T={t:g}": {**arm, "distillation": {**arm["distillation"], "temperature": t}}
+            for t in TEMPERATURES}
 
 
 def _distillation_comparisons() -> list[Comparison]:
@@ -156,6 +169,13 @@ def _distillation_comparisons() -> list[Comparison]:
                               f"does the distilled student beat TF-IDF at {n} labels?"))
         out.append(Comparison("test.accuracy", f"scratch/soft/{tag}", f"scratch/labels/{tag}", 0.02,
                               f"does distillation help an untrained student at {n} labels?"))
+        # the plan's preconditions: a comparison counts only when these hold
+        out += [Comparison("test.accuracy", f"teacher/{tag}", f"tiny-wiki/labels/{tag}", 0.02,
+                           f"precondition: the teacher beats the student's labels-only arm at {n} labels"),
+                Comparison("test.accuracy", f"teacher/{tag}", f"tfidf/{tag}", 0.02,
+                           f"precondition: the teacher beats TF-IDF at {n} labels"),
+                Comparison("test.accuracy", f"tiny-wiki/labels/{tag}", f"scratch/labels/{tag}", 0.02,
+                           f"precondition: the pretrained student beats the untrained one at {n} labels")]
     for name in ("soft+hidden", "soft+attention"):
         out.append(Comparison("test.accuracy", f"minilm-l3/{name}/labels=1000", "minilm-l3/soft/labels=1000", 0.02,
                               f"does the {name.split('+')[1]} transfer term add to the soft targets?"))
@@ -188,6 +208,10 @@ STUDIES: dict[str, SpecialisedStudy] = {
         "distillation", "MiniLM teacher -> our tiny student (and a three-layer MiniLM) at 100, 300 and 1,000 labels: "
         "labels alone, soft targets over the unlabelled articles, both, token-level transfer; TF-IDF and the teacher",
         {scale: distillation_arms(scale) for scale in SCALES}, comparisons=_distillation_comparisons()),
+    "distillation-temperature": SpecialisedStudy(
+        "distillation-temperature", "the temperature of the soft targets chosen on validation (seed 0): our tiny "
+        "student distilled from MiniLM at 1,000 labels at T = 1, 2 and 4",
+        {scale: temperature_arms(scale) for scale in SCALES}, seeds=1, choice=True),
     "domain-adaptation": SpecialisedStudy(
         "domain-adaptation", "the book's model continued on general text, on one domain's articles (DAPT) and on the "
         "in-domain task's sentences (TAPT) at equal extra steps; truecasing inside and outside the domain, topics",
@@ -198,8 +222,10 @@ STUDIES: dict[str, SpecialisedStudy] = {
 def check_study(study: SpecialisedStudy) -> None:
     """Every arm's settings through the code that will run them; every comparison names arms of the
     cpu scale; at least 3 seeds."""
-    if study.seeds < 3:
+    if study.seeds < 3 and not study.choice:
         raise ValueError(f"study {study.name!r}: at least 3 seeds, got {study.seeds}")
+    if study.choice and study.comparisons:
+        raise ValueError(f"study {study.name!r} makes a choice on validation: it reads no verdicts")
     for scale, arms in study.arms.items():
         for arm, definition in arms.items():
             settings = definition.get("finetune")

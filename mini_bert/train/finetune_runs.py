@@ -152,11 +152,29 @@ def finetune_fingerprint(settings: dict, seed: int, *, prefix: Prefix = PREFIX) 
 def run_finetune(settings: dict, seed: int, *, device=None) -> dict:
     """Fine-tune once and return the run's record: {"metrics": validation and test scores,
     "best_epoch", "seconds", "history"}. The epoch is chosen on validation; test is read once."""
+    return finetune_model(settings, seed, device=device)[0]
+
+
+def split_metrics(validation: dict, test: dict) -> dict[str, float]:
+    """A run's scores as its record keeps them, "validation.accuracy", "test.macro_f1", ... (the
+    counts of targets left out)."""
+    return {f"{split}.{name}": float(value) for split, scores_ in (("validation", validation), ("test", test))
+            for name, value in scores_.items() if name != "targets"}
+
+
+def finetune_model(settings: dict, seed: int, *, device=None, encoder=None) -> tuple[dict, torch.nn.Module | None]:
+    """run_finetune's record and the fine-tuned model, its best validation epoch's weights (None on
+    the transformers engine, whose model is not ours). encoder: (BertModel, tokenizer) to start
+    from instead of settings["init"]'s, a model built in memory (chapter 17's student cut from
+    MiniLM's layers); settings["init"] then names what it was cut from."""
     settings = run_settings(**settings)
     config = finetune_config(settings, seed)
     device = pick_device(str(device) if device is not None else None)
     start = time.perf_counter()
+    model = None
     if settings["engine"] == "transformers":
+        if encoder is not None:
+            raise ValueError("the transformers reference starts from MiniLM's own folder, not from an encoder given")
         from ..build.tokenization import bert_base_uncased_tokenizer
 
         task = load_task(settings["task"], bert_base_uncased_tokenizer(), config.max_length,
@@ -164,7 +182,7 @@ def run_finetune(settings: dict, seed: int, *, device=None) -> dict:
         out = finetune_with_transformers(task, config, device=device)
         history, best_epoch, validation, test = out["history"], out["best_epoch"], out["validation"], out["test"]
     else:
-        encoder, tokenizer = load_encoder(settings["init"], seed=seed)
+        encoder, tokenizer = encoder if encoder is not None else load_encoder(settings["init"], seed=seed)
         max_length = min(config.max_length, encoder.config.max_sequence_length)
         task = load_task(settings["task"], tokenizer, max_length, labels=settings["labels"], seed=seed,
                          max_eval=settings["max_eval"])
@@ -180,13 +198,13 @@ def run_finetune(settings: dict, seed: int, *, device=None) -> dict:
         else:
             result = finetune(model, task.train, task.validation, config, device=device, metric=task.metric)
             test = evaluate(result.model, task.test, extra=task.extra)
-        history, best_epoch, validation = result.history, result.best_epoch, result.validation
+        history, best_epoch, validation, model = result.history, result.best_epoch, result.validation, result.model
         if task.extra is not None:  # the chosen epoch's extra scores on validation too
             validation = {**validation, **task.extra(predict(result.model, task.validation), task.validation.labels)}
-    metrics = {f"{split}.{name}": float(value) for split, scores_ in (("validation", validation), ("test", test))
-               for name, value in scores_.items() if name != "targets"}
-    return {"metrics": metrics, "best_epoch": best_epoch, "seconds": round(time.perf_counter() - start, 1),
-            "history": history, "train_examples": len(task.train), "test_targets": int(test["targets"])}
+    record = {"metrics": split_metrics(validation, test), "best_epoch": best_epoch,
+              "seconds": round(time.perf_counter() - start, 1), "history": history, "train_examples": len(task.train),
+              "test_targets": int(test["targets"])}
+    return record, model
 
 
 # ============================================================================================
