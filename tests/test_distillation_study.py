@@ -159,6 +159,8 @@ def test_no_student_distils_before_the_temperature_is_chosen_and_a_choice_at_an_
     temperatures = [d["distillation"]["temperature"] for d in choice.arms["cpu"].values()]
     inside = [0.70, 0.72] + [0.71] * (len(temperatures) - 2)
     assert ds.chosen_temperature(result(inside)) == temperatures[1]
+    tied = [0.70, 0.72, 0.72] + [0.71] * (len(temperatures) - 3)
+    assert ds.chosen_temperature(result(tied)) == temperatures[1]  # a tie: the first tried
     with pytest.raises(ValueError, match="at the edge of those tried"):
         ds.chosen_temperature(result(inside[:-1] + [0.73]))
 

@@ -344,8 +344,9 @@ def study_grid(name: str, seeds: int | Sequence[int] | None = None, *, scale: st
 
 def chosen_temperature(result: StudyResult) -> float:
     """The temperature the choice study's log chooses: its arm with the best validation accuracy
-    (seed 0). ValueError when that is the smallest or largest tried: the plan then extends the
-    choice by the next factor of 2 (add it to specialised.TEMPERATURES and run the study again)."""
+    (seed 0; a tie goes to the arm tried first, the smaller temperature). ValueError when that is the
+    smallest or largest tried: the plan then extends the choice by the next factor of 2 (add it to
+    specialised.TEMPERATURES and run the study again)."""
     best = result.best_arm(result.arms(), "validation.accuracy")
     chosen = result.record(best, 0)["definition"]["distillation"]["temperature"]
     tried = sorted(r["definition"]["distillation"]["temperature"] for r in result.runs)
