@@ -249,7 +249,8 @@ def run_arm(study: SpecialisedStudy | str, arm: str, seed: int, scale: str = "cp
 def arm_fingerprint(study: SpecialisedStudy, arm: str, seed: int, scale: str = "cpu", *,
                     prefix: Prefix = PREFIX) -> dict:
     """The fingerprint of one arm's record (mini_bert.train.fingerprint): run_arm on the prefix.
-    exact: the chosen epoch; close: the scores of a few dozen articles and each epoch's loss."""
+    exact: the chosen epoch, the labelled draw's size and the held-out articles' counts; close: the
+    scores of a few dozen articles and each epoch's loss and rate."""
     record = run_arm(study, arm, seed, scale, device="cpu", prefix=prefix)
     exact = {k: record[k] for k in ("best_epoch", "train_examples", "heldout")}
     return fingerprint({"definition": record["definition"]}, exact,
