@@ -8,7 +8,8 @@ Each kind of experiment is defined, and registered by name, in the module of its
 - "chinese": chapter 16's Chinese pretraining studies (mini_bert.languages.chinese_pretraining);
 - "multilingual": chapter 16's studies of one model for many languages
   (mini_bert.languages.multilingual_pretraining);
-- "specialised": chapter 17's grids (mini_bert.smaller.specialised).
+- "specialised": chapter 17's grids (mini_bert.smaller.specialised), run by
+  mini_bert.smaller.distillation_study and mini_bert.smaller.domain_study.
 Importing this module imports all of those modules, so every name resolves here whatever else
 has been imported: the command line, the provenance check and the tests look experiments up
 through it, never through a module that happens to have been imported first.
@@ -18,7 +19,7 @@ from __future__ import annotations
 from .beyond import equal_compute
 from .improve import ablations, roberta, sharing  # noqa: F401  (they register Part III's grids)
 from .languages import chinese_pretraining, multilingual_pretraining
-from .smaller import distillation_study, specialised
+from .smaller import distillation_study, domain_study, specialised
 from .train import finetune_runs, grids
 
 REGISTRIES = {
@@ -51,9 +52,9 @@ def find(name: str) -> tuple[str, object]:
 
 # The kinds whose logs are studies (grid logs of runs another module makes), by their module: each has
 # STUDIES, get_study, study_grid, load_study, study_path and arm_fingerprint, the same way; a module
-# whose logs have a format of their own names it as LOG_FORMAT (chapter 17's: fine-tuning runs).
+# whose logs have a format of their own names it as LOG_FORMAT (chapter 17's two: runs of their own).
 STUDY_MODULES = {"study": equal_compute, "chinese": chinese_pretraining, "multilingual": multilingual_pretraining,
-                 "specialised": distillation_study}
+                 "distillation": distillation_study, "domain": domain_study}
 
 
 def study_module(name: str):

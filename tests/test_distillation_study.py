@@ -111,7 +111,7 @@ def test_a_distillation_log_resumes_refuses_changed_arms_and_passes_the_provenan
     before = path.read_text()
     ds.study_grid("distillation", 1, arms=arms, results=path, progress=False)  # resumed: nothing runs again
     assert json.loads(path.read_text())["runs"] == json.loads(before)["runs"]
-    assert provenance.log_kind(log) == "specialised"
+    assert provenance.log_kind(log) == "distillation"
     now = provenance.fingerprint_logs([path], jobs=1, progress=False)["fingerprints"][str(path)]
     assert provenance.problems_of(path, now) == []
     log["runs"][0]["definition"] = {**log["runs"][0]["definition"], "pool": "half"}

@@ -36,17 +36,17 @@ import torch
 from ..build.data import topic_labels
 from ..build.tokenization import bert_base_uncased_tokenizer
 from ..core.cache import cache_key, cached_artifact, code_version
-from ..train.engine import LogPlan, run_log, seed_list, seeds_argument
-from ..train.finetune_runs import (RESULTS_DIR, FinetuneGrid, finetune_config, finetune_model, prefix_init,
-                                   prefix_settings, read_log, run_settings, split_metrics)
+from ..train.finetune_runs import (finetune_config, finetune_model, prefix_init, prefix_settings, run_settings,
+                                   split_metrics)
 from ..train.finetuning import evaluate, load_encoder, make_head, tfidf_baseline
-from ..train.fingerprint import PREFIX, Prefix, fingerprint, is_current, isolated, rounded
+from ..train.fingerprint import PREFIX, Prefix, fingerprint, isolated, rounded
 from ..train.tasks import encode_texts, subsample, topic_examples
 from . import distillation as distil
+from . import study_log
 from .specialised import STUDIES as DEFINED
 from .specialised import TEMPERATURE, SpecialisedStudy, distillation_arms
+from .study_log import LOG_FORMAT, StudyResult, arm_definition, study_command, study_path  # noqa: F401
 
-LOG_FORMAT = "mini_bert-specialised/1"
 CODE = ("smaller.distillation_study",)  # the code version the logs carry: this module and all it imports
 TEACHER_FORMAT = "mini_bert-distillation-teacher/1"
 STUDIES = {name: DEFINED[name] for name in ("distillation", "distillation-temperature")}
@@ -56,14 +56,6 @@ def get_study(name: str) -> SpecialisedStudy:
     if name not in STUDIES:
         raise ValueError(f"unknown distillation study {name!r}; the studies: {', '.join(STUDIES)}")
     return STUDIES[name]
-
-
-def arm_definition(study: SpecialisedStudy, arm: str, scale: str) -> dict:
-    if scale not in study.arms:
-        raise ValueError(f"study {study.name!r} has no {scale!r} scale; its scales: {', '.join(study.arms)}")
-    if arm not in study.arms[scale]:
-        raise ValueError(f"study {study.name!r} has no arm {arm!r}; its arms: {', '.join(study.arms[scale])}")
-    return study.arms[scale][arm]
 
 
 # ============================================================================================
@@ -206,10 +198,10 @@ def run_arm(study: SpecialisedStudy | str, arm: str, seed: int, scale: str = "cp
     labels = _labels_of(definition)
     from_cache, history, best_epoch, teacher_from_cache = False, None, None, None
     held = held_out(settings or {"max_eval": None if prefix is None else prefix.max_eval})
-    train_examples = len(subsample(topic_examples("train"), _prefix_labels(labels, prefix), seed, "articles"))
+    labelled = subsample(topic_examples("train"), _prefix_labels(labels, prefix), seed, "articles")
+    train_examples = len(labelled)
     if definition["role"] == "tfidf":
-        train = subsample(topic_examples("train"), _prefix_labels(labels, prefix), seed, "articles")
-        scores = {split: tfidf_baseline(train, held[split], len(topic_labels()), seed=seed) for split in held}
+        scores = {split: tfidf_baseline(labelled, held[split], len(topic_labels()), seed=seed) for split in held}
         metrics = split_metrics(scores["validation"], scores["test"])
     elif definition["role"] == "teacher":
         found = teacher(labels, seed, scale, device=device, prefix=prefix)
@@ -258,47 +250,13 @@ def arm_fingerprint(study: SpecialisedStudy, arm: str, seed: int, scale: str = "
 
 
 # ============================================================================================
-# The log
+# The log (mini_bert.smaller.study_log)
 # ============================================================================================
-
-def study_path(name: str, scale: str) -> Path:
-    """Where the book's log of a study is shipped: results/{name}-{scale}.json."""
-    return RESULTS_DIR / f"{name}-{scale}.json"
-
-
-def study_command(name: str, seeds: Sequence[int], scale: str) -> str:
-    return f"python -m mini_bert study {name} --seeds {seeds_argument(seeds)} --scale {scale}"
-
-
-class StudyResult(FinetuneGrid):
-    """A distillation study's log: per-arm summaries and paired differences (FinetuneGrid's), the
-    plan's verdicts (`verdicts`), and whether the log is current under this code (`stale`)."""
-
-    @property
-    def experiment(self) -> SpecialisedStudy:
-        return self.study
-
-    @property
-    def stale(self) -> bool:
-        return not is_current(self.path, self.code_version, code_version(*CODE))
-
-    def format_table(self, metric: str | Sequence[str] = "test.accuracy") -> str:
-        return super().format_table((metric,) if isinstance(metric, str) else metric)
-
-    def verdicts(self):
-        from .specialised import verdicts
-
-        return verdicts(self.study, self.runs)
-
 
 def load_study(name: str, scale: str = "cpu", *, results: str | Path | None = None) -> StudyResult:
     """A study's log, read without training; FileNotFoundError names the command that makes it."""
-    study = get_study(name)
     path = Path(results) if results is not None else study_path(name, scale)
-    if not path.is_file():
-        raise FileNotFoundError(f"no study log {path}: run {study_command(name, range(study.seeds), scale)}")
-    log = read_log(path, LOG_FORMAT, "distillation study log")
-    return StudyResult(study, log["scale"], log["runs"], path, log.get("code_version"), log)
+    return study_log.load_study(get_study(name), CODE, scale, results=path)
 
 
 def study_grid(name: str, seeds: int | Sequence[int] | None = None, *, scale: str = "cpu", device=None,
@@ -308,39 +266,18 @@ def study_grid(name: str, seeds: int | Sequence[int] | None = None, *, scale: st
     results/{name}-{scale}.json, the book's), rewritten after every run. Seeds: the study's own
     number (5, from the plan's power calculation) unless given."""
     study = get_study(name)
-    seeds = seed_list(study.seeds if seeds is None else seeds)
-    if study.choice and seeds != [0]:
-        raise ValueError(f"study {name!r} is a choice made on validation with seed 0 (the plan): run it with "
-                         f"--seeds 1, not seeds {seeds}")
-    if scale not in study.arms:
-        raise ValueError(f"study {name!r} has no {scale!r} scale; its scales: {', '.join(study.arms)}")
+    if scale in study.arms:
+        for arm in arms or ():
+            arm_definition(study, arm, scale)  # unknown arms fail here, before the temperature check
+        distils = [a for a in (arms or study.arms[scale]) if study.arms[scale][a].get("distillation")]
+        if scale == "cpu" and distils and not study.choice:
+            check_temperature()
     # The teachers first: a second worker would otherwise wait on a teacher a student is training.
-    order = sorted(study.arms[scale], key=lambda a: study.arms[scale][a]["role"] != "teacher")
-    names = order if arms is None else list(arms)
-    for arm in names:
-        arm_definition(study, arm, scale)  # unknown arms fail here, before anything trains
-    if scale == "cpu" and any(study.arms[scale][a].get("distillation") for a in names) and not study.choice:
-        check_temperature()
+    order = sorted(study.arms.get(scale, {}), key=lambda a: study.arms[scale][a]["role"] != "teacher")
     path = Path(results) if results is not None else study_path(name, scale)
-    header = {"format": LOG_FORMAT, "experiment": name, "scale": scale, "code_version": code_version(*CODE),
-              "command": study_command(name, seeds, scale), "description": study.description,
-              "metrics": list(study.metrics)}
-    definitions = json.loads(json.dumps(study.arms.get(scale, {})))
-
-    def check_resumed(logged: list[dict]) -> None:  # an arm whose definition changed would mix two things
-        for r in logged:
-            if r["arm"] in definitions and r["definition"] != definitions[r["arm"]]:
-                raise ValueError(f"{path} holds runs of arm {r['arm']!r} defined otherwise than the study's now; "
-                                 "delete it or pass results= a new path")
-
-    run_log(LogPlan(
-        path=path, header=header, read=lambda p: read_log(p, LOG_FORMAT, "distillation study log"),
-        identity={"experiment": "study", "scale": "scale"}, arms=names, seeds=seeds, order=order, work=run_arm,
-        item=lambda arm, seed: dict(study=name, arm=arm, seed=seed, scale=scale, device=device),
-        fingerprint_of=lambda arm, seed, prefix: arm_fingerprint(study, arm, seed, scale, prefix=prefix),
-        check_resumed=check_resumed, command=lambda s: study_command(name, s, scale), command_covers_log=True,
-        date_every_write=True, jobs=jobs, threads=threads, description=f"study {name}"), progress)
-    return load_study(name, scale, results=path)
+    return study_log.run_study(study, seeds, scale=scale, code=CODE, run_arm=run_arm, arm_fingerprint=arm_fingerprint,
+                               device=device, results=path, jobs=jobs, threads=threads, arms=arms, order=order,
+                               progress=progress)
 
 
 def chosen_temperature(result: StudyResult) -> float:

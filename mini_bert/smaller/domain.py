@@ -31,6 +31,7 @@ import torch
 from ..build.data import UNCATEGORIZED, Document, load_corpus, topic_labels
 from ..build.tokenization import pre_tokenize
 from ..core.runtime import seed_everything
+from ..train.finetuning import register_task
 from ..train.recipe import Recipe
 from ..train.tasks import CASES, Task, check_uncased, encode_tagged, subsample, truecase_sentences
 
@@ -84,10 +85,11 @@ def continuation_recipe(steps: int, lr: float, seed: int, base: Recipe | None = 
 
 
 def continue_pretraining(documents: Sequence, steps: int, *, lr: float = 1e-3, seed: int = 0, start=None,
-                         device=None, progress: bool = False) -> ContinuedRun:
+                         device=None, progress: bool = False, stop_at_step: int | None = None) -> ContinuedRun:
     """Train `start` (a mini_bert.train.runs.Run or PretrainResult; default the book's pretrained
     "tiny-wiki") `steps` more steps on `documents` with the book's recipe, its batches and its loop.
-    The start is copied, never changed. Seeded: the batches, masks and dropout follow `seed`."""
+    The start is copied, never changed. Seeded: the batches, masks and dropout follow `seed`.
+    stop_at_step: stop there, the schedule still that of `steps` (a fingerprint's prefix)."""
     from ..train.batches import recipe_batches
     from ..train.loop import train
     from ..train.pretrained import pretrained
@@ -101,7 +103,7 @@ def continue_pretraining(documents: Sequence, steps: int, *, lr: float = 1e-3, s
         raise ValueError("the continuation recipe describes another model than the one given")
     batches, _ = recipe_batches(list(documents), tokenizer, recipe)
     seed_everything(seed)  # dropout draws from the global generator
-    history = train(model, batches, recipe, device=device, progress=progress)
+    history = train(model, batches, recipe, device=device, progress=progress, stop_at_step=stop_at_step)
     return ContinuedRun(model.eval(), tokenizer, history, recipe, len(documents))
 
 
@@ -121,14 +123,38 @@ def truecase_task(tokenizer, max_length: int = 64, *, topic: str = DOMAIN, insid
     (inside=False): `labels` training sentences drawn with `seed`, every held-out sentence (or the
     first max_eval); macro-F1 chooses the epoch, as chapter 10's truecase task."""
     check_uncased(tokenizer)
-    splits = {s: truecase_sentences(domain_documents(topic, s, inside=inside)) for s in ("train", "validation", "test")}
-    splits["train"] = subsample(splits["train"], labels, seed, "sentences")
+    splits = {s: truecase_sentences(domain_documents(topic, s, inside=inside)) for s in ("validation", "test")}
+    splits["train"] = truecase_training_sentences(topic, inside=inside, labels=labels, seed=seed)
     if max_eval is not None:
         splits["validation"], splits["test"] = splits["validation"][:max_eval], splits["test"][:max_eval]
     data = {s: encode_tagged(tokenizer, examples, max_length) for s, examples in splits.items()}
     name = f"truecase-{'in' if inside else 'out'}"
     return Task(name, "token", data["train"], data["validation"], data["test"], list(CASES), "macro_f1",
                 {"train": [" ".join(words) for words, _ in splits["train"]]})
+
+
+def truecase_training_sentences(topic: str = DOMAIN, *, inside: bool = True, labels: int | None = 2000,
+                                seed: int = 0) -> list[tuple[list[str], list[int]]]:
+    """The labelled training sentences of the truecase task inside (or outside) the domain: `labels`
+    drawn with `seed` ((lower-cased words, case tags) pairs). Their words, without the tags, are
+    what task-adaptive pretraining continues on."""
+    return subsample(truecase_sentences(domain_documents(topic, "train", inside=inside)), labels, seed, "sentences")
+
+
+# The two tasks as fine-tuning runs name them (settings {"task": "truecase-in", ...}): the domain's
+# sentences and the other topics'.
+TRUECASE_TASKS = {"truecase-in": True, "truecase-out": False}
+
+
+def _truecase_loader(inside: bool):
+    def load(tokenizer, max_length: int, *, labels: int | None = None, seed: int = 0,
+             max_eval: int | None = None) -> Task:
+        return truecase_task(tokenizer, max_length, inside=inside, labels=labels, seed=seed, max_eval=max_eval)
+    return load
+
+
+for _name, _inside in TRUECASE_TASKS.items():
+    register_task(_name, _truecase_loader(_inside))
 
 
 # ============================================================================================

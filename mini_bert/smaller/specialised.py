@@ -31,6 +31,7 @@ from ..train.finetune_runs import run_settings
 from ..train.finetuning import FinetuneConfig
 from ..train.grids import SCALES
 from ..train.stats import Verdict, verdict
+from . import domain  # noqa: F401  (registers the truecase tasks inside and outside the domain)
 from .distillation import DistillConfig
 
 SEEDS = 5  # from the power calculation in plan-distillation.md (3 seeds cannot show equivalence at 0.02)
@@ -101,18 +102,42 @@ def distillation_arms(scale: str) -> dict[str, dict]:
 # ============================================================================================
 
 EXTRA_STEPS = {"cpu": 600, "gpu": 3300}  # the same for every continued arm (equal extra compute)
-CONTINUATION_RATES = (5e-4, 1e-3, 2e-3)  # each continued arm's rate chosen from these, seed 0 (the plan)
+TEXTS = ("general", "domain", "task")  # what a continued arm continues on
+# Each continued arm's peak rate is chosen from these with seed 0 (the plan), by held-out MLM at 128
+# tokens on its own text's validation articles: all of them for the general text, the domain's for
+# DAPT and TAPT (CHOSEN_BY). A choice at an edge extends that text's rates by the next factor of 2
+# (RATE_EXTENSIONS) and is made again.
+CONTINUATION_RATES = (5e-4, 1e-3, 2e-3)
+RATE_EXTENSIONS: dict[str, tuple[float, ...]] = {}
+CHOSEN_BY = {"general": "general", "domain": "domain", "task": "domain"}
+# The choice (domain_study.chosen_rates of the shipped log; a test checks it), None until it is made:
+# the study refuses to run before.
+CONTINUED_RATE: dict[str, float | None] = {"general": None, "domain": None, "task": None}
+
+
+def continuation_rates(text: str) -> tuple[float, ...]:
+    """The peak rates a continued arm's choice tries: the plan's three and any extension."""
+    return tuple(sorted({*CONTINUATION_RATES, *RATE_EXTENSIONS.get(text, ())}))
 
 
 def adaptation_arms(scale: str) -> dict[str, dict]:
     """{arm: {"text": what it continues on ("none": the model as it is, "untrained": the recipe's
-    initial weights), "steps", "lr"}}; TAPT's text is the in-domain task's drawn training sentences."""
+    initial weights), "steps", "lr"}}; TAPT's text is the in-domain task's drawn training sentences.
+    The continued arms' rates are CONTINUED_RATE's (None before the choice)."""
     steps = EXTRA_STEPS[scale]
     arms = {"tiny-wiki": {"text": "none", "steps": 0, "lr": None},
             "untrained": {"text": "untrained", "steps": 0, "lr": None}}
-    for text in ("general", "domain", "task"):
-        arms[f"{text}-{steps}"] = {"text": text, "steps": steps, "lr": 1e-3}
+    for text in TEXTS:
+        arms[f"{text}-{steps}"] = {"text": text, "steps": steps, "lr": CONTINUED_RATE[text]}
     return arms
+
+
+def rate_arms(scale: str) -> dict[str, dict]:
+    """The choice of the continued arms' rates: each text at each of its continuation_rates, seed 0,
+    scored on held-out MLM only (no fine-tuning: "choice": True)."""
+    steps = EXTRA_STEPS[scale]
+    return {f"{text}-{steps}/lr={lr:g}": {"text": text, "steps": steps, "lr": lr, "choice": True}
+            for text in TEXTS for lr in continuation_rates(text)}
 
 
 ADAPTATION_DOWNSTREAM = {
@@ -205,6 +230,10 @@ def _adaptation_comparisons() -> list[Comparison]:
                        "does more training on the same text help at all?"),
             Comparison("test.truecase_in.macro_f1", "tiny-wiki", "untrained", 0.005,
                        "precondition: the pretrained model beats the untrained one inside the domain")]
+    # the plan's other precondition: each continuation trained, on held-out text like its own
+    out += [Comparison(f"test.{CHOSEN_BY[text]}.mlm@128.accuracy", f"{text}-{steps}", "tiny-wiki", 0.005,
+                       f"precondition: continuing on the {text} text raised held-out MLM on text like it")
+            for text in TEXTS]
     return out
 
 
@@ -217,10 +246,18 @@ STUDIES: dict[str, SpecialisedStudy] = {
         "distillation-temperature", "the temperature of the soft targets chosen on validation (seed 0): our tiny "
         "student distilled from MiniLM at 1,000 labels at T = 1, 2 and 4",
         {scale: temperature_arms(scale) for scale in SCALES}, seeds=1, choice=True),
+    "domain-adaptation-rate": SpecialisedStudy(
+        "domain-adaptation-rate", "the continued arms' peak rates chosen on validation (seed 0): the book's model "
+        "continued 600 steps on general text, the domain's articles and the in-domain task's sentences at 5e-4, "
+        "1e-3 and 2e-3, scored on held-out MLM of its own text",
+        {scale: rate_arms(scale) for scale in SCALES}, seeds=1, choice=True,
+        metrics=("validation.general.mlm@128.accuracy", "validation.domain.mlm@128.accuracy")),
     "domain-adaptation": SpecialisedStudy(
         "domain-adaptation", "the book's model continued on general text, on one domain's articles (DAPT) and on the "
         "in-domain task's sentences (TAPT) at equal extra steps; truecasing inside and outside the domain, topics",
-        {scale: adaptation_arms(scale) for scale in SCALES}, comparisons=_adaptation_comparisons()),
+        {scale: adaptation_arms(scale) for scale in SCALES}, comparisons=_adaptation_comparisons(),
+        metrics=("test.domain.mlm@128.accuracy", "test.general.mlm@128.accuracy", "test.truecase_in.macro_f1",
+                 "test.truecase_out.macro_f1", "test.topic.accuracy")),
 }
 
 
@@ -249,8 +286,8 @@ def check_study(study: SpecialisedStudy) -> None:
 
 for _study in STUDIES.values():
     check_study(_study)
-for _settings in ADAPTATION_DOWNSTREAM.values():  # the domain's truecase tasks take chapter 10's truecase settings
-    run_settings(**{**_settings, "task": "truecase" if _settings["task"].startswith("truecase") else _settings["task"]})
+for _settings in ADAPTATION_DOWNSTREAM.values():  # the domain's truecase tasks (registered by .domain) too
+    run_settings(**_settings)
 
 
 def verdicts(study: SpecialisedStudy, records: Sequence[dict]) -> list[tuple[Comparison, Verdict]]:

@@ -1,0 +1,117 @@
+"""The logs of chapter 17's studies: where they are, what they hold, how they run and resume.
+
+Both of the chapter's runners (mini_bert.smaller.distillation_study and
+mini_bert.smaller.domain_study) run their arms x seeds into one JSON log of the same format, through
+mini_bert.train.engine: rewritten after every run, so that a stopped command resumes, with the
+fingerprint of every arm that `python -m mini_bert provenance` recomputes after a refactor. What
+differs between them is what one run is (their `run_arm`) and the code version their logs carry.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable, Sequence
+
+from ..core.cache import code_version
+from ..train.engine import LogPlan, run_log, seed_list, seeds_argument
+from ..train.finetune_runs import RESULTS_DIR, FinetuneGrid, read_log
+from ..train.fingerprint import is_current
+from .specialised import SpecialisedStudy
+
+LOG_FORMAT = "mini_bert-specialised/1"
+
+
+def arm_definition(study: SpecialisedStudy, arm: str, scale: str) -> dict:
+    """The definition of `arm` at `scale`; ValueError naming the study's scales or arms."""
+    if scale not in study.arms:
+        raise ValueError(f"study {study.name!r} has no {scale!r} scale; its scales: {', '.join(study.arms)}")
+    if arm not in study.arms[scale]:
+        raise ValueError(f"study {study.name!r} has no arm {arm!r}; its arms: {', '.join(study.arms[scale])}")
+    return study.arms[scale][arm]
+
+
+def study_path(name: str, scale: str) -> Path:
+    """Where the book's log of a study is shipped: results/{name}-{scale}.json."""
+    return RESULTS_DIR / f"{name}-{scale}.json"
+
+
+def study_command(name: str, seeds: Sequence[int], scale: str) -> str:
+    return f"python -m mini_bert study {name} --seeds {seeds_argument(seeds)} --scale {scale}"
+
+
+class StudyResult(FinetuneGrid):
+    """A study's log: per-arm summaries and paired differences (FinetuneGrid's), the plan's
+    verdicts (`verdicts`), and whether the log is current under this code (`stale`, against the
+    code version of the runner that made it, `code`)."""
+
+    code: tuple[str, ...] = ()
+
+    @property
+    def experiment(self) -> SpecialisedStudy:
+        return self.study
+
+    @property
+    def stale(self) -> bool:
+        return not is_current(self.path, self.code_version, code_version(*self.code))
+
+    def format_table(self, metric: str | Sequence[str] = "test.accuracy") -> str:
+        return super().format_table((metric,) if isinstance(metric, str) else metric)
+
+    def verdicts(self):
+        from .specialised import verdicts
+
+        return verdicts(self.study, self.runs)
+
+
+def load_study(study: SpecialisedStudy, code: tuple[str, ...], scale: str = "cpu", *,
+               results: str | Path | None = None) -> StudyResult:
+    """A study's log, read without training; FileNotFoundError names the command that makes it."""
+    path = Path(results) if results is not None else study_path(study.name, scale)
+    if not path.is_file():
+        raise FileNotFoundError(f"no study log {path}: run {study_command(study.name, range(study.seeds), scale)}")
+    log = read_log(path, LOG_FORMAT, "study log")
+    result = StudyResult(study, log["scale"], log["runs"], path, log.get("code_version"), log)
+    result.code = code
+    return result
+
+
+def run_study(study: SpecialisedStudy, seeds: int | Sequence[int] | None, *, scale: str, code: tuple[str, ...],
+              run_arm: Callable[..., dict], arm_fingerprint: Callable[..., dict], device=None,
+              results: str | Path | None = None, jobs: int = 1, threads: int | None = None,
+              arms: Sequence[str] | None = None, order: Sequence[str] | None = None,
+              progress: bool = True) -> StudyResult:
+    """Run every arm x seed of `study` (or `arms` only) not yet in its log (default
+    results/{name}-{scale}.json, the book's), rewritten after every run, in `order` (default the
+    study's). Seeds: the study's own number (from its plan's power calculation) unless given; a
+    choice made on validation runs seed 0 only. Unknown arms and scales fail before anything runs,
+    and so does a log holding an arm defined otherwise than the study's now."""
+    seeds = seed_list(study.seeds if seeds is None else seeds)
+    if study.choice and seeds != [0]:
+        raise ValueError(f"study {study.name!r} is a choice made on validation with seed 0 (the plan): run it with "
+                         f"--seeds 1, not seeds {seeds}")
+    if scale not in study.arms:
+        raise ValueError(f"study {study.name!r} has no {scale!r} scale; its scales: {', '.join(study.arms)}")
+    order = list(order or study.arms[scale])
+    names = order if arms is None else list(arms)
+    for arm in names:
+        arm_definition(study, arm, scale)
+    path = Path(results) if results is not None else study_path(study.name, scale)
+    header = {"format": LOG_FORMAT, "experiment": study.name, "scale": scale, "code_version": code_version(*code),
+              "command": study_command(study.name, seeds, scale), "description": study.description,
+              "metrics": list(study.metrics)}
+    definitions = json.loads(json.dumps(study.arms.get(scale, {})))
+
+    def check_resumed(logged: list[dict]) -> None:  # an arm whose definition changed would mix two things
+        for r in logged:
+            if r["arm"] in definitions and r["definition"] != definitions[r["arm"]]:
+                raise ValueError(f"{path} holds runs of arm {r['arm']!r} defined otherwise than the study's now; "
+                                 "delete it or pass results= a new path")
+
+    run_log(LogPlan(
+        path=path, header=header, read=lambda p: read_log(p, LOG_FORMAT, "study log"),
+        identity={"experiment": "study", "scale": "scale"}, arms=names, seeds=seeds, order=order, work=run_arm,
+        item=lambda arm, seed: dict(study=study.name, arm=arm, seed=seed, scale=scale, device=device),
+        fingerprint_of=lambda arm, seed, prefix: arm_fingerprint(study, arm, seed, scale, prefix=prefix),
+        check_resumed=check_resumed, command=lambda s: study_command(study.name, s, scale), command_covers_log=True,
+        date_every_write=True, jobs=jobs, threads=threads, description=f"study {study.name}"), progress)
+    return load_study(study, code, scale, results=path)

@@ -1,0 +1,143 @@
+"""mini_bert.smaller.domain_study: chapter 17's domain-adaptation study continues the book's model on the text
+each arm names, scores every arm on the same held-out articles and the same fine-tuning runs, chooses the
+continued arms' rates on validation before the study runs, and logs like the other studies (resumable,
+fingerprinted, checked by the provenance command). The runs here are fingerprint prefixes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mini_bert import provenance
+from mini_bert.build.data import load_corpus
+from mini_bert.build.tokenization import default_tokenizer
+from mini_bert.experiments import study_module
+from mini_bert.smaller import domain, domain_study as dm
+from mini_bert.smaller.specialised import (ADAPTATION_DOWNSTREAM, CONTINUATION_RATES, CONTINUED_RATE, STUDIES,
+                                           TEXTS, rate_arms)
+from mini_bert.train.finetuning import load_task
+from mini_bert.train.fingerprint import PREFIX, compare
+
+RATES = dm.get_study("domain-adaptation-rate")
+STUDY = dm.get_study("domain-adaptation")
+
+
+def test_both_studies_run_through_the_study_command_and_unknown_names_are_refused(tmp_path):
+    assert study_module("domain-adaptation") is dm and study_module("domain-adaptation-rate") is dm
+    with pytest.raises(ValueError, match="unknown domain-adaptation study 'distillation'"):
+        dm.get_study("distillation")
+    with pytest.raises(ValueError, match="no arm 'domain-601'"):
+        dm.study_grid("domain-adaptation", 1, arms=["domain-601"], results=tmp_path / "x.json", progress=False)
+    with pytest.raises(ValueError, match="with seed 0"):
+        dm.study_grid("domain-adaptation-rate", 3, results=tmp_path / "x.json", progress=False)
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_the_rate_choice_tries_each_text_at_the_plans_rates_and_nothing_else_moves():
+    assert RATES.choice and RATES.seeds == 1 and not RATES.comparisons
+    arms = RATES.arms["cpu"]
+    assert len(arms) == len(TEXTS) * len(CONTINUATION_RATES)
+    study_arms = STUDY.arms["cpu"]
+    for definition in arms.values():
+        continued = study_arms[f"{definition['text']}-600"]
+        # the study's arm, but for the rate, and no fine-tuning (a choice reads held-out MLM only)
+        assert {**definition, "lr": continued["lr"], "choice": None} == {**continued, "choice": None}
+    assert sorted({d["lr"] for d in arms.values()}) == sorted(CONTINUATION_RATES)
+
+
+def test_the_task_adaptive_text_is_the_in_domain_tasks_own_training_sentences_without_capitals():
+    labels = ADAPTATION_DOWNSTREAM["truecase_in"]["labels"]
+    documents = dm.continuation_documents("task", 2)
+    task = load_task("truecase-in", default_tokenizer(), 64, labels=labels, seed=2, max_eval=5)
+    assert len(documents) == labels == len(task.train)
+    assert [d.sentences[0] for d in documents] == task.examples["train"]  # the same draw, the same words
+    assert all(d.sentences[0] == d.sentences[0].lower() for d in documents)
+    assert dm.continuation_documents("task", 3) != documents  # another seed, another draw
+    assert {d.topic for d in dm.continuation_documents("domain", 0)} == {domain.DOMAIN}
+    assert len(dm.continuation_documents("general", 0)) == len(load_corpus("train"))
+    with pytest.raises(ValueError, match="unknown text 'news'"):
+        dm.continuation_documents("news", 0)
+
+
+def test_a_prefix_run_continues_on_its_text_and_scores_the_same_articles_as_the_model_it_started_from():
+    continued = dm.run_arm(RATES, "domain-600/lr=0.001", 0, device="cpu", prefix=PREFIX)
+    as_is = dm.run_arm(STUDY, "tiny-wiki", 0, device="cpu", prefix=PREFIX)
+    assert continued["steps"] == PREFIX.steps and continued["documents"] == PREFIX.labels
+    assert as_is["steps"] == 0 and as_is["documents"] == 0
+    assert len(continued["history"]["continuation"]["loss"]) == PREFIX.steps
+    for where in ("domain", "general"):  # the same targets for every arm, and the continuation moved them
+        for split in ("validation", "test"):
+            key = f"{split}.{where}.mlm@128"
+            assert continued["metrics"][f"{key}.targets"] == as_is["metrics"][f"{key}.targets"] > 0
+            assert continued["metrics"][f"{key}.loss"] != as_is["metrics"][f"{key}.loss"]
+    # a choice reads held-out MLM only; the study's arms are also fine-tuned, paired on the seed
+    assert continued["downstream"] == {} and not any("truecase" in k for k in continued["metrics"])
+    assert set(as_is["downstream"]) == set(ADAPTATION_DOWNSTREAM)
+    assert all(run["train_examples"] == PREFIX.labels for run in as_is["downstream"].values())
+    assert {"test.truecase_in.macro_f1", "test.truecase_out.macro_f1", "test.topic.accuracy"} <= set(as_is["metrics"])
+    untrained = dm.run_arm(STUDY, "untrained", 0, device="cpu", prefix=PREFIX)
+    assert untrained["metrics"]["test.domain.mlm@128.loss"] != as_is["metrics"]["test.domain.mlm@128.loss"]
+    found = dm.arm_fingerprint(RATES, "task-600/lr=0.001", 0)
+    assert compare(found, dm.arm_fingerprint(RATES, "task-600/lr=0.001", 0)) == []  # the same run, again
+
+
+def test_the_rates_are_chosen_inside_those_tried_and_a_choice_at_an_edge_is_extended():
+    def result(scores):  # scores: {text: [accuracy at each rate, smallest first]}
+        runs = []
+        for arm, d in RATES.arms["cpu"].items():
+            value = scores[d["text"]][sorted(CONTINUATION_RATES).index(d["lr"])]
+            runs.append({"arm": arm, "seed": 0, "definition": d,
+                         "metrics": {f"validation.{w}.mlm@128.accuracy": value for w in ("domain", "general")}})
+        return dm.StudyResult(RATES, "cpu", runs)
+
+    inside = {text: [0.30, 0.32, 0.31] for text in TEXTS}
+    assert dm.chosen_rates(result(inside)) == {text: sorted(CONTINUATION_RATES)[1] for text in TEXTS}
+    tied = {**inside, "task": [0.30, 0.32, 0.32]}
+    assert dm.chosen_rates(result(tied))["task"] == sorted(CONTINUATION_RATES)[1]  # a tie: the smaller rate
+    with pytest.raises(ValueError, match=r"domain text is best at 0.002, an edge .* add 0.004 to "
+                                         r"specialised.RATE_EXTENSIONS\['domain'\]"):
+        dm.chosen_rates(result({**inside, "domain": [0.30, 0.31, 0.33]}))
+    partial = result(inside)
+    partial.runs = partial.runs[:-1]
+    with pytest.raises(ValueError, match="has not run the task text at 0.002"):
+        dm.chosen_rates(partial)
+
+
+def test_the_study_refuses_to_run_before_its_rates_are_chosen(tmp_path, monkeypatch):
+    monkeypatch.setattr(dm, "study_path", lambda name, scale: tmp_path / f"{name}-{scale}.json")
+    with pytest.raises(ValueError, match="rates are not chosen yet: run python -m mini_bert study "
+                                         "domain-adaptation-rate --seeds 1 --scale cpu"):
+        dm.study_grid("domain-adaptation", 1, arms=["domain-600"], results=tmp_path / "d.json", progress=False)
+    assert not (tmp_path / "d.json").exists()
+    if None in CONTINUED_RATE.values():  # before the choice, a continued arm cannot run at all
+        with pytest.raises(ValueError, match="rate is not chosen yet"):
+            dm.arm_model(STUDY.arms["cpu"]["general-600"], 0, prefix=PREFIX)
+
+
+def test_the_rates_in_the_code_are_the_shipped_choice():
+    path = dm.study_path("domain-adaptation-rate", "cpu")
+    if not path.is_file():
+        pytest.skip("the rate choice has not run yet: CONTINUED_RATE holds no rate")
+    assert dm.chosen_rates(dm.load_study("domain-adaptation-rate")) == CONTINUED_RATE
+    assert rate_arms("cpu")  # (the choice's arms are still defined)
+
+
+def test_a_rate_choice_log_resumes_and_passes_the_provenance_check(tmp_path, monkeypatch):
+    real = dm.run_arm
+    monkeypatch.setattr(dm, "run_arm", lambda study, arm, seed, scale="cpu", *, device=None, prefix=None:
+                        real(study, arm, seed, scale, device=device, prefix=prefix or PREFIX))
+    path = tmp_path / "domain-adaptation-rate-cpu.json"
+    arms = ["general-600/lr=0.0005", "task-600/lr=0.002"]
+    result = dm.study_grid("domain-adaptation-rate", 1, arms=arms, results=path, progress=False)
+    log = json.loads(path.read_text())
+    assert log["format"] == dm.LOG_FORMAT and log["experiment"] == "domain-adaptation-rate"
+    assert log["command"] == "python -m mini_bert study domain-adaptation-rate --seeds 1 --scale cpu"
+    assert [r["arm"] for r in log["runs"]] == arms and set(log["fingerprints"]) == set(arms)
+    assert "task-600/lr=0.002" in result.format_table("validation.domain.mlm@128.accuracy")
+    before = path.read_text()
+    dm.study_grid("domain-adaptation-rate", 1, arms=arms, results=path, progress=False)  # nothing runs again
+    assert json.loads(path.read_text())["runs"] == json.loads(before)["runs"]
+    assert provenance.log_kind(log) == "domain"
+    now = provenance.fingerprint_logs([path], jobs=1, progress=False)["fingerprints"][str(path)]
+    assert provenance.problems_of(path, now) == []
+    assert STUDIES["domain-adaptation-rate"] is RATES
