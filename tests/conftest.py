@@ -228,3 +228,30 @@ def rejects(result, hint: str, capsys, *, mark: str | None = None) -> str:
     assert mark is None or mark in out, out
     assert re.search(r"\ball \d+ checks passed", out) is None, out
     return out
+
+
+def study_log_round_trip(module, name: str, arms: list, path, monkeypatch, kind: str, metric: str):
+    """Chapter 17's runners (mini_bert.smaller.study_log): a log of `arms` (one seed, fingerprint
+    prefixes) has the study's format, command and fingerprints, resumes without running anything
+    again, and passes the provenance check. Returns the log."""
+    import json
+
+    from mini_bert import provenance
+    from mini_bert.train.fingerprint import PREFIX
+
+    real = module.run_arm
+    monkeypatch.setattr(module, "run_arm", lambda study, arm, seed, scale="cpu", *, device=None, prefix=None:
+                        real(study, arm, seed, scale, device=device, prefix=prefix or PREFIX))
+    result = module.study_grid(name, 1, arms=arms, results=path, progress=False)
+    log = json.loads(path.read_text())
+    assert log["format"] == module.LOG_FORMAT and log["experiment"] == name
+    assert log["command"] == f"python -m mini_bert study {name} --seeds 1 --scale cpu"
+    assert [r["arm"] for r in log["runs"]] == arms and set(log["fingerprints"]) == set(arms)
+    assert arms[0] in result.format_table(metric) and result.experiment is module.get_study(name)
+    before = path.read_text()
+    module.study_grid(name, 1, arms=arms, results=path, progress=False)  # resumed: nothing runs again
+    assert json.loads(path.read_text())["runs"] == json.loads(before)["runs"]
+    assert provenance.log_kind(log) == kind
+    now = provenance.fingerprint_logs([path], jobs=1, progress=False)["fingerprints"][str(path)]
+    assert provenance.problems_of(path, now) == []
+    return log

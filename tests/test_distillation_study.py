@@ -8,10 +8,11 @@ import json
 
 import pytest
 import torch
+from conftest import study_log_round_trip
 
-from mini_bert import provenance
 from mini_bert.smaller import distillation as distil
 from mini_bert.smaller import distillation_study as ds
+from mini_bert.smaller import study_log
 from mini_bert.smaller.specialised import STUDIES, TEMPERATURE, TEMPERATURES, SpecialisedStudy, check_study
 from mini_bert.train.finetune_runs import prefix_init
 from mini_bert.train.fingerprint import PREFIX, compare
@@ -97,23 +98,9 @@ def test_the_teacher_is_trained_once_per_budget_and_seed_and_verified_when_read(
 
 
 def test_a_distillation_log_resumes_refuses_changed_arms_and_passes_the_provenance_check(tmp_path, monkeypatch):
-    real = ds.run_arm
-    monkeypatch.setattr(ds, "run_arm", lambda study, arm, seed, scale="cpu", *, device=None, prefix=None:
-                        real(study, arm, seed, scale, device=device, prefix=prefix or PREFIX))
     path = tmp_path / "distillation-cpu.json"
     arms = ["tfidf/labels=100", "tiny-wiki/labels/labels=100"]
-    result = ds.study_grid("distillation", 1, arms=arms, results=path, progress=False)
-    log = json.loads(path.read_text())
-    assert log["format"] == ds.LOG_FORMAT and log["experiment"] == "distillation"
-    assert log["command"] == "python -m mini_bert study distillation --seeds 1 --scale cpu"
-    assert [r["arm"] for r in log["runs"]] == arms and set(log["fingerprints"]) == set(arms)
-    assert "tfidf/labels=100" in result.format_table("test.accuracy") and result.experiment is STUDY
-    before = path.read_text()
-    ds.study_grid("distillation", 1, arms=arms, results=path, progress=False)  # resumed: nothing runs again
-    assert json.loads(path.read_text())["runs"] == json.loads(before)["runs"]
-    assert provenance.log_kind(log) == "distillation"
-    now = provenance.fingerprint_logs([path], jobs=1, progress=False)["fingerprints"][str(path)]
-    assert provenance.problems_of(path, now) == []
+    log = study_log_round_trip(ds, "distillation", arms, path, monkeypatch, "distillation", "test.accuracy")
     log["runs"][0]["definition"] = {**log["runs"][0]["definition"], "pool": "half"}
     path.write_text(json.dumps(log))
     with pytest.raises(ValueError, match="defined otherwise than the study's now"):
@@ -143,7 +130,7 @@ def test_the_study_command_names_chapter_17s_studies(capsys):
 
 def test_no_student_distils_before_the_temperature_is_chosen_and_a_choice_at_an_edge_is_extended(tmp_path,
                                                                                                 monkeypatch):
-    monkeypatch.setattr(ds, "study_path", lambda name, scale: tmp_path / f"{name}-{scale}.json")
+    monkeypatch.setattr(study_log, "study_path", lambda name, scale: tmp_path / f"{name}-{scale}.json")
     with pytest.raises(ValueError, match="temperature is not chosen yet: run python -m mini_bert study "
                                          "distillation-temperature --seeds 1 --scale cpu"):
         ds.study_grid("distillation", 1, arms=["tiny-wiki/soft/labels=100"], results=tmp_path / "d.json",

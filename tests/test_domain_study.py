@@ -4,15 +4,13 @@ continued arms' rates on validation before the study runs, and logs like the oth
 fingerprinted, checked by the provenance command). The runs here are fingerprint prefixes."""
 from __future__ import annotations
 
-import json
-
 import pytest
+from conftest import study_log_round_trip
 
-from mini_bert import provenance
 from mini_bert.build.data import load_corpus
 from mini_bert.build.tokenization import default_tokenizer
 from mini_bert.experiments import study_module
-from mini_bert.smaller import domain, domain_study as dm
+from mini_bert.smaller import domain, domain_study as dm, study_log
 from mini_bert.smaller.specialised import (ADAPTATION_DOWNSTREAM, CONTINUATION_RATES, CONTINUED_RATE, STUDIES,
                                            TEXTS, rate_arms)
 from mini_bert.train.finetuning import load_task
@@ -104,7 +102,7 @@ def test_the_rates_are_chosen_inside_those_tried_and_a_choice_at_an_edge_is_exte
 
 
 def test_the_study_refuses_to_run_before_its_rates_are_chosen(tmp_path, monkeypatch):
-    monkeypatch.setattr(dm, "study_path", lambda name, scale: tmp_path / f"{name}-{scale}.json")
+    monkeypatch.setattr(study_log, "study_path", lambda name, scale: tmp_path / f"{name}-{scale}.json")
     with pytest.raises(ValueError, match="rates are not chosen yet: run python -m mini_bert study "
                                          "domain-adaptation-rate --seeds 1 --scale cpu"):
         dm.study_grid("domain-adaptation", 1, arms=["domain-600"], results=tmp_path / "d.json", progress=False)
@@ -123,21 +121,7 @@ def test_the_rates_in_the_code_are_the_shipped_choice():
 
 
 def test_a_rate_choice_log_resumes_and_passes_the_provenance_check(tmp_path, monkeypatch):
-    real = dm.run_arm
-    monkeypatch.setattr(dm, "run_arm", lambda study, arm, seed, scale="cpu", *, device=None, prefix=None:
-                        real(study, arm, seed, scale, device=device, prefix=prefix or PREFIX))
-    path = tmp_path / "domain-adaptation-rate-cpu.json"
     arms = ["general-600/lr=0.0005", "task-600/lr=0.002"]
-    result = dm.study_grid("domain-adaptation-rate", 1, arms=arms, results=path, progress=False)
-    log = json.loads(path.read_text())
-    assert log["format"] == dm.LOG_FORMAT and log["experiment"] == "domain-adaptation-rate"
-    assert log["command"] == "python -m mini_bert study domain-adaptation-rate --seeds 1 --scale cpu"
-    assert [r["arm"] for r in log["runs"]] == arms and set(log["fingerprints"]) == set(arms)
-    assert "task-600/lr=0.002" in result.format_table("validation.domain.mlm@128.accuracy")
-    before = path.read_text()
-    dm.study_grid("domain-adaptation-rate", 1, arms=arms, results=path, progress=False)  # nothing runs again
-    assert json.loads(path.read_text())["runs"] == json.loads(before)["runs"]
-    assert provenance.log_kind(log) == "domain"
-    now = provenance.fingerprint_logs([path], jobs=1, progress=False)["fingerprints"][str(path)]
-    assert provenance.problems_of(path, now) == []
+    study_log_round_trip(dm, "domain-adaptation-rate", arms, tmp_path / "domain-adaptation-rate-cpu.json",
+                         monkeypatch, "domain", "validation.domain.mlm@128.accuracy")
     assert STUDIES["domain-adaptation-rate"] is RATES

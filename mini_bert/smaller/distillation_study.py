@@ -29,7 +29,6 @@ import platform
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -50,12 +49,6 @@ from .study_log import LOG_FORMAT, StudyResult, arm_definition, study_command, s
 CODE = ("smaller.distillation_study",)  # the code version the logs carry: this module and all it imports
 TEACHER_FORMAT = "mini_bert-distillation-teacher/1"
 STUDIES = {name: DEFINED[name] for name in ("distillation", "distillation-temperature")}
-
-
-def get_study(name: str) -> SpecialisedStudy:
-    if name not in STUDIES:
-        raise ValueError(f"unknown distillation study {name!r}; the studies: {', '.join(STUDIES)}")
-    return STUDIES[name]
 
 
 # ============================================================================================
@@ -250,34 +243,18 @@ def arm_fingerprint(study: SpecialisedStudy, arm: str, seed: int, scale: str = "
 
 
 # ============================================================================================
-# The log (mini_bert.smaller.study_log)
+# The log (mini_bert.smaller.study_log) and the choice of the temperature
 # ============================================================================================
 
-def load_study(name: str, scale: str = "cpu", *, results: str | Path | None = None) -> StudyResult:
-    """A study's log, read without training; FileNotFoundError names the command that makes it."""
-    path = Path(results) if results is not None else study_path(name, scale)
-    return study_log.load_study(get_study(name), CODE, scale, results=path)
+def _check(study: SpecialisedStudy, arms: list[str], scale: str) -> None:
+    """A student distils at the cpu scale only at the chosen temperature (check_temperature)."""
+    if scale == "cpu" and not study.choice and any(study.arms[scale][a].get("distillation") for a in arms):
+        check_temperature()
 
 
-def study_grid(name: str, seeds: int | Sequence[int] | None = None, *, scale: str = "cpu", device=None,
-               results: str | Path | None = None, jobs: int = 1, threads: int | None = None,
-               arms: Sequence[str] | None = None, progress: bool = True) -> StudyResult:
-    """Run every arm x seed of the study `name` (or `arms` only) not yet in its log (default
-    results/{name}-{scale}.json, the book's), rewritten after every run. Seeds: the study's own
-    number (5, from the plan's power calculation) unless given."""
-    study = get_study(name)
-    if scale in study.arms:
-        for arm in arms or ():
-            arm_definition(study, arm, scale)  # unknown arms fail here, before the temperature check
-        distils = [a for a in (arms or study.arms[scale]) if study.arms[scale][a].get("distillation")]
-        if scale == "cpu" and distils and not study.choice:
-            check_temperature()
-    # The teachers first: a second worker would otherwise wait on a teacher a student is training.
-    order = sorted(study.arms.get(scale, {}), key=lambda a: study.arms[scale][a]["role"] != "teacher")
-    path = Path(results) if results is not None else study_path(name, scale)
-    return study_log.run_study(study, seeds, scale=scale, code=CODE, run_arm=run_arm, arm_fingerprint=arm_fingerprint,
-                               device=device, results=path, jobs=jobs, threads=threads, arms=arms, order=order,
-                               progress=progress)
+def _order(study: SpecialisedStudy, scale: str) -> list[str]:
+    """The teachers first: a second worker would otherwise wait on a teacher a student is training."""
+    return sorted(study.arms[scale], key=lambda a: study.arms[scale][a]["role"] != "teacher")
 
 
 def chosen_temperature(result: StudyResult) -> float:
@@ -305,3 +282,7 @@ def check_temperature() -> None:
     if chosen != TEMPERATURE:
         raise ValueError(f"the temperature study chose T = {chosen:g}, but specialised.TEMPERATURE is "
                          f"{TEMPERATURE:g}: write the choice into the code before distilling")
+
+
+RUNNER = study_log.Runner("distillation", STUDIES, CODE, __name__, check=_check, order=_order)
+get_study, load_study, study_grid = RUNNER.get_study, RUNNER.load_study, RUNNER.study_grid

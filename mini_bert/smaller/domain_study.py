@@ -23,8 +23,6 @@ import copy
 import platform
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Sequence
 
 import torch
 
@@ -43,12 +41,6 @@ from .study_log import LOG_FORMAT, StudyResult, arm_definition, study_command, s
 CODE = ("smaller.domain_study",)  # the code version the logs carry: this module and all it imports
 STUDIES = {name: DEFINED[name] for name in ("domain-adaptation-rate", "domain-adaptation")}
 SCORE_LENGTH = 128  # held-out MLM at 128 tokens, as Part III's grids score and choose by
-
-
-def get_study(name: str) -> SpecialisedStudy:
-    if name not in STUDIES:
-        raise ValueError(f"unknown domain-adaptation study {name!r}; the studies: {', '.join(STUDIES)}")
-    return STUDIES[name]
 
 
 # ============================================================================================
@@ -216,28 +208,10 @@ def arm_fingerprint(study: SpecialisedStudy, arm: str, seed: int, scale: str = "
 # The log (mini_bert.smaller.study_log) and the choice of the rates
 # ============================================================================================
 
-def load_study(name: str, scale: str = "cpu", *, results: str | Path | None = None) -> StudyResult:
-    """A study's log, read without training; FileNotFoundError names the command that makes it."""
-    path = Path(results) if results is not None else study_path(name, scale)
-    return study_log.load_study(get_study(name), CODE, scale, results=path)
-
-
-def study_grid(name: str, seeds: int | Sequence[int] | None = None, *, scale: str = "cpu", device=None,
-               results: str | Path | None = None, jobs: int = 1, threads: int | None = None,
-               arms: Sequence[str] | None = None, progress: bool = True) -> StudyResult:
-    """Run every arm x seed of the study `name` (or `arms` only) not yet in its log (default
-    results/{name}-{scale}.json, the book's), rewritten after every run. Seeds: the study's own
-    number unless given. The study proper refuses to run before its rates are chosen."""
-    study = get_study(name)
-    if scale in study.arms:
-        for arm in arms or ():
-            arm_definition(study, arm, scale)  # unknown arms fail here, before the rates' check
-        if any(study.arms[scale][a]["steps"] for a in (arms or study.arms[scale])) and not study.choice:
-            check_rates()
-    path = Path(results) if results is not None else study_path(name, scale)
-    return study_log.run_study(study, seeds, scale=scale, code=CODE, run_arm=run_arm, arm_fingerprint=arm_fingerprint,
-                               device=device, results=path, jobs=jobs, threads=threads, arms=arms,
-                               progress=progress)
+def _check(study: SpecialisedStudy, arms: list[str], scale: str) -> None:
+    """The study's continued arms run only at the chosen rates (check_rates)."""
+    if not study.choice and any(study.arms[scale][a]["steps"] for a in arms):
+        check_rates()
 
 
 def chosen_rates(result: StudyResult) -> dict[str, float]:
@@ -282,3 +256,7 @@ def check_rates() -> None:
     if chosen != CONTINUED_RATE:
         raise ValueError(f"the rate choice chose {chosen}, but specialised.CONTINUED_RATE is {CONTINUED_RATE}: write "
                          "the choice into the code before the study runs")
+
+
+RUNNER = study_log.Runner("domain-adaptation", STUDIES, CODE, __name__, check=_check)
+get_study, load_study, study_grid = RUNNER.get_study, RUNNER.load_study, RUNNER.study_grid

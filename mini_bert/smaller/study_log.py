@@ -4,11 +4,15 @@ Both of the chapter's runners (mini_bert.smaller.distillation_study and
 mini_bert.smaller.domain_study) run their arms x seeds into one JSON log of the same format, through
 mini_bert.train.engine: rewritten after every run, so that a stopped command resumes, with the
 fingerprint of every arm that `python -m mini_bert provenance` recomputes after a refactor. What
-differs between them is what one run is (their `run_arm`) and the code version their logs carry.
+differs between them is what one run is (their `run_arm`), what must hold before a study runs (the
+temperature chosen, the rates chosen), and the code version their logs carry: each module describes
+those in one `Runner`, which serves its get_study, load_study and study_grid.
 """
 from __future__ import annotations
 
+import importlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -115,3 +119,47 @@ def run_study(study: SpecialisedStudy, seeds: int | Sequence[int] | None, *, sca
         check_resumed=check_resumed, command=lambda s: study_command(study.name, s, scale), command_covers_log=True,
         date_every_write=True, jobs=jobs, threads=threads, description=f"study {study.name}"), progress)
     return load_study(study, code, scale, results=path)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """One runner module's studies and what differs between runners (see the module's docstring).
+
+    module: the runner module's name; its run_arm and arm_fingerprint are looked up there when a
+    study runs (so that a test may replace them).
+    check(study, arms, scale): raises before anything runs when the study may not run yet.
+    order(study, scale): the order its arms run in (default the study's)."""
+
+    what: str  # "distillation", "domain-adaptation": names the studies in an error
+    studies: dict[str, SpecialisedStudy]
+    code: tuple[str, ...]
+    module: str
+    check: Callable[[SpecialisedStudy, list[str], str], None] | None = None
+    order: Callable[[SpecialisedStudy, str], list[str]] | None = None
+
+    def get_study(self, name: str) -> SpecialisedStudy:
+        if name not in self.studies:
+            raise ValueError(f"unknown {self.what} study {name!r}; the studies: {', '.join(self.studies)}")
+        return self.studies[name]
+
+    def load_study(self, name: str, scale: str = "cpu", *, results: str | Path | None = None) -> StudyResult:
+        """A study's log, read without training; FileNotFoundError names the command that makes it."""
+        return load_study(self.get_study(name), self.code, scale, results=results)
+
+    def study_grid(self, name: str, seeds: int | Sequence[int] | None = None, *, scale: str = "cpu", device=None,
+                   results: str | Path | None = None, jobs: int = 1, threads: int | None = None,
+                   arms: Sequence[str] | None = None, progress: bool = True) -> StudyResult:
+        """Run every arm x seed of the study `name` (or `arms` only) not yet in its log (default
+        results/{name}-{scale}.json, the book's), rewritten after every run. Seeds: the study's own
+        number (from its plan's power calculation) unless given."""
+        study = self.get_study(name)
+        if scale in study.arms:
+            for arm in arms or ():
+                arm_definition(study, arm, scale)  # unknown arms fail here, before the runner's check
+            if self.check is not None:
+                self.check(study, list(arms or study.arms[scale]), scale)
+        order = self.order(study, scale) if self.order is not None and scale in study.arms else None
+        module = importlib.import_module(self.module)
+        return run_study(study, seeds, scale=scale, code=self.code, run_arm=module.run_arm,
+                         arm_fingerprint=module.arm_fingerprint, device=device, results=results, jobs=jobs,
+                         threads=threads, arms=arms, order=order, progress=progress)
