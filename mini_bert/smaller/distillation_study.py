@@ -272,16 +272,10 @@ def chosen_temperature(result: StudyResult) -> float:
 
 
 def check_temperature() -> None:
-    """Refuse to distil at the cpu scale before the temperature is chosen (the plan: on validation
-    with seed 0, before the study's seeds run) or when the code's TEMPERATURE is not that choice."""
-    command = study_command("distillation-temperature", [0], "cpu")
-    try:
-        chosen = chosen_temperature(load_study("distillation-temperature"))
-    except FileNotFoundError:
-        raise ValueError(f"the temperature is not chosen yet: run {command} first (the plan)") from None
-    if chosen != TEMPERATURE:
-        raise ValueError(f"the temperature study chose T = {chosen:g}, but specialised.TEMPERATURE is "
-                         f"{TEMPERATURE:g}: write the choice into the code before distilling")
+    """Refuse to distil at the cpu scale before the temperature is chosen or when the code's
+    TEMPERATURE is not that choice (study_log.Runner.check_choice)."""
+    RUNNER.check_choice("distillation-temperature", chosen_temperature, TEMPERATURE, "the temperature is",
+                        "specialised.TEMPERATURE")
 
 
 RUNNER = study_log.Runner("distillation", STUDIES, CODE, __name__, check=_check, order=_order)

@@ -245,17 +245,10 @@ def chosen_rates(result: StudyResult) -> dict[str, float]:
 
 
 def check_rates() -> None:
-    """Refuse to run the study's continued arms before their rates are chosen (the plan: on
-    validation with seed 0, before the study's seeds run) or when specialised.CONTINUED_RATE is not
-    that choice."""
-    command = study_command("domain-adaptation-rate", [0], "cpu")
-    try:
-        chosen = chosen_rates(load_study("domain-adaptation-rate"))
-    except FileNotFoundError:
-        raise ValueError(f"the continued arms' rates are not chosen yet: run {command} first (the plan)") from None
-    if chosen != CONTINUED_RATE:
-        raise ValueError(f"the rate choice chose {chosen}, but specialised.CONTINUED_RATE is {CONTINUED_RATE}: write "
-                         "the choice into the code before the study runs")
+    """Refuse to run the study's continued arms before their rates are chosen or when
+    specialised.CONTINUED_RATE is not that choice (study_log.Runner.check_choice)."""
+    RUNNER.check_choice("domain-adaptation-rate", chosen_rates, CONTINUED_RATE, "the continued arms' rates are",
+                        "specialised.CONTINUED_RATE")
 
 
 RUNNER = study_log.Runner("domain-adaptation", STUDIES, CODE, __name__, check=_check)

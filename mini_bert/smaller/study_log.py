@@ -163,3 +163,17 @@ class Runner:
         return run_study(study, seeds, scale=scale, code=self.code, run_arm=module.run_arm,
                          arm_fingerprint=module.arm_fingerprint, device=device, results=results, jobs=jobs,
                          threads=threads, arms=arms, order=order, progress=progress)
+
+    def check_choice(self, name: str, choose: Callable[[StudyResult], object], in_code: object, what: str,
+                     where: str) -> None:
+        """Refuse to run before the choice study `name` has made its choice (the plan: on validation
+        with seed 0, before the study's seeds run), or when the code's value (`in_code`, the name
+        `where`) is not that choice. `choose` reads the choice from the log; `what` names it."""
+        try:
+            chosen = choose(self.load_study(name))
+        except FileNotFoundError:
+            raise ValueError(f"{what} not chosen yet: run {study_command(name, [0], 'cpu')} first (the plan)") from None
+        if chosen != in_code:
+            raise ValueError(f"the {name} study chose {chosen}, but {where} is {in_code}: write the choice into the "
+                             "code before the study runs")
+
