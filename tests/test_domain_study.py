@@ -12,7 +12,7 @@ from mini_bert.build.tokenization import default_tokenizer
 from mini_bert.experiments import study_module
 from mini_bert.smaller import domain, domain_study as dm, study_log
 from mini_bert.smaller.specialised import (ADAPTATION_DOWNSTREAM, CONTINUATION_RATES, CONTINUED_RATE, STUDIES,
-                                           TEXTS, rate_arms)
+                                           TEXTS, continuation_rates, rate_arms)
 from mini_bert.train.finetuning import load_task
 from mini_bert.train.fingerprint import PREFIX, compare
 
@@ -34,13 +34,15 @@ def test_both_studies_run_through_the_study_command_and_unknown_names_are_refuse
 def test_the_rate_choice_tries_each_text_at_the_plans_rates_and_nothing_else_moves():
     assert RATES.choice and RATES.seeds == 1 and not RATES.comparisons
     arms = RATES.arms["cpu"]
-    assert len(arms) == len(TEXTS) * len(CONTINUATION_RATES)
+    assert len(arms) == sum(len(continuation_rates(text)) for text in TEXTS)
     study_arms = STUDY.arms["cpu"]
     for definition in arms.values():
         continued = study_arms[f"{definition['text']}-600"]
         # the study's arm, but for the rate, and no fine-tuning (a choice reads held-out MLM only)
         assert {**definition, "lr": continued["lr"], "choice": None} == {**continued, "choice": None}
-    assert sorted({d["lr"] for d in arms.values()}) == sorted(CONTINUATION_RATES)
+    for text in TEXTS:  # the plan's three rates, and the edge rule's extensions
+        tried = sorted(d["lr"] for d in arms.values() if d["text"] == text)
+        assert tried == list(continuation_rates(text)) and set(CONTINUATION_RATES) <= set(tried)
 
 
 def test_the_task_adaptive_text_is_the_in_domain_tasks_own_training_sentences_without_capitals():
@@ -80,24 +82,29 @@ def test_a_prefix_run_continues_on_its_text_and_scores_the_same_articles_as_the_
 
 
 def test_the_rates_are_chosen_inside_those_tried_and_a_choice_at_an_edge_is_extended():
-    def result(scores):  # scores: {text: [accuracy at each rate, smallest first]}
+    def result(scores):  # scores: {text: [accuracy at each of its rates, smallest first]}
         runs = []
         for arm, d in RATES.arms["cpu"].items():
-            value = scores[d["text"]][sorted(CONTINUATION_RATES).index(d["lr"])]
+            value = scores[d["text"]][continuation_rates(d["text"]).index(d["lr"])]
             runs.append({"arm": arm, "seed": 0, "definition": d,
                          "metrics": {f"validation.{w}.mlm@128.accuracy": value for w in ("domain", "general")}})
         return dm.StudyResult(RATES, "cpu", runs)
 
-    inside = {text: [0.30, 0.32, 0.31] for text in TEXTS}
-    assert dm.chosen_rates(result(inside)) == {text: sorted(CONTINUATION_RATES)[1] for text in TEXTS}
-    tied = {**inside, "task": [0.30, 0.32, 0.32]}
-    assert dm.chosen_rates(result(tied))["task"] == sorted(CONTINUATION_RATES)[1]  # a tie: the smaller rate
-    with pytest.raises(ValueError, match=r"domain text is best at 0.002, an edge .* add 0.004 to "
-                                         r"specialised.RATE_EXTENSIONS\['domain'\]"):
-        dm.chosen_rates(result({**inside, "domain": [0.30, 0.31, 0.33]}))
+    def peaked(text, at, values=(0.30, 0.32, 0.31)):  # the second-best rate of the text wins
+        n = len(continuation_rates(text))
+        return [values[1] if k == at else 0.30 for k in range(n)]
+
+    inside = {text: peaked(text, 1) for text in TEXTS}
+    assert dm.chosen_rates(result(inside)) == {text: continuation_rates(text)[1] for text in TEXTS}
+    tied = {**inside, "task": [0.30, 0.32, 0.32] + [0.30] * (len(continuation_rates("task")) - 3)}
+    assert dm.chosen_rates(result(tied))["task"] == continuation_rates("task")[1]  # a tie: the smaller rate
+    largest = continuation_rates("domain")[-1]
+    with pytest.raises(ValueError, match=rf"domain text is best at {largest:g}, an edge .* add {2 * largest:g} "
+                                         r"to specialised.RATE_EXTENSIONS\['domain'\]"):
+        dm.chosen_rates(result({**inside, "domain": peaked("domain", len(continuation_rates("domain")) - 1)}))
     partial = result(inside)
     partial.runs = partial.runs[:-1]
-    with pytest.raises(ValueError, match="has not run the task text at 0.002"):
+    with pytest.raises(ValueError, match=f"has not run the task text at {continuation_rates('task')[-1]:g}"):
         dm.chosen_rates(partial)
 
 
