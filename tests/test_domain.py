@@ -72,6 +72,13 @@ def test_continued_pretraining_is_the_books_loop_from_the_given_weights():
     assert all(torch.equal(a, b) for a, b in zip(ours.model.state_dict().values(), again.model.state_dict().values()))
     general = continue_pretraining(load_corpus("validation")[:40], 4, lr=1e-3, seed=3, start=fresh)
     assert not torch.equal(general.model.bert.embeddings.word.weight, ours.model.bert.embeddings.word.weight)
+    # changes: the study's 128-token continuation is pretrain() of the recipe with those settings
+    long = continue_pretraining(docs, 4, lr=1e-3, seed=3, start=fresh, seq_len=64, long_seq_len=0, batch_size=4)
+    longer = pretrain(continuation_recipe(4, 1e-3, 3, SMALL, seq_len=64, long_seq_len=0, batch_size=4),
+                      tokenizer=tokenizer, train_documents=docs, eval_documents=docs[:3], progress=False)
+    assert all(torch.equal(a, b) for a, b in zip(long.model.state_dict().values(), longer.model.state_dict().values()))
+    assert long.recipe.seq_len == 64 and long.recipe.batch_size == 4
+    assert not torch.equal(long.model.bert.embeddings.word.weight, ours.model.bert.embeddings.word.weight)
     tapt = text_documents(["a cell divides.", "the protein folds."])
     assert [d.sentences for d in tapt] == [("a cell divides.",), ("the protein folds.",)]
     with pytest.raises(ValueError, match="no documents"):

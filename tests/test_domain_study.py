@@ -40,6 +40,9 @@ def test_the_rate_choice_tries_each_text_at_the_plans_rates_and_nothing_else_mov
         continued = study_arms[f"{definition['text']}-600"]
         # the study's arm, but for the rate, and no fine-tuning (a choice reads held-out MLM only)
         assert {**definition, "lr": continued["lr"], "choice": None} == {**continued, "choice": None}
+    # every continuation reads 128-token inputs, 2,048 tokens a step, as the model's pretraining ended
+    assert all(d["seq_len"] == 128 and d["batch_size"] * d["seq_len"] == 2048 and d["long_seq_len"] == 0
+               for d in [*arms.values(), *(study_arms[f"{t}-600"] for t in TEXTS)])
     for text in TEXTS:  # the plan's three rates, and the edge rule's extensions
         tried = sorted(d["lr"] for d in arms.values() if d["text"] == text)
         assert tried == list(continuation_rates(text)) and set(CONTINUATION_RATES) <= set(tried)

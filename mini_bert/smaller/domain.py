@@ -74,21 +74,24 @@ class ContinuedRun:
     documents: int  # how many documents it continued on
 
 
-def continuation_recipe(steps: int, lr: float, seed: int, base: Recipe | None = None) -> Recipe:
-    """The book's recipe (chapter 8's, two phases) with a budget of `steps` more steps at peak rate
-    `lr`: its warmup and decay restart, as a new run on an already trained model does."""
+def continuation_recipe(steps: int, lr: float, seed: int, base: Recipe | None = None, **changes) -> Recipe:
+    """The book's recipe (chapter 8's) with a budget of `steps` more steps at peak rate `lr`: its
+    warmup and decay restart, as a new run on an already trained model does. `changes`: other
+    settings of the continuation (the domain study continues on 128-token inputs only)."""
     from ..train.pretrained import PRETRAINED
 
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps must be a whole number >= 1, got {steps!r}")
-    return (base or PRETRAINED["tiny-wiki"]).replace(budget=str(steps), lr=lr, seed=seed)
+    return (base or PRETRAINED["tiny-wiki"]).replace(budget=str(steps), lr=lr, seed=seed, **changes)
 
 
 def continue_pretraining(documents: Sequence, steps: int, *, lr: float = 1e-3, seed: int = 0, start=None,
-                         device=None, progress: bool = False, stop_at_step: int | None = None) -> ContinuedRun:
+                         device=None, progress: bool = False, stop_at_step: int | None = None,
+                         **changes) -> ContinuedRun:
     """Train `start` (a mini_bert.train.runs.Run or PretrainResult; default the book's pretrained
-    "tiny-wiki") `steps` more steps on `documents` with the book's recipe, its batches and its loop.
-    The start is copied, never changed. Seeded: the batches, masks and dropout follow `seed`.
+    "tiny-wiki") `steps` more steps on `documents` with the book's recipe (with `changes`, e.g.
+    seq_len=128, long_seq_len=0, batch_size=16), its batches and its loop. The start is copied,
+    never changed. Seeded: the batches, masks and dropout follow `seed`.
     stop_at_step: stop there, the schedule still that of `steps` (a fingerprint's prefix)."""
     from ..train.batches import recipe_batches
     from ..train.loop import train
@@ -98,7 +101,7 @@ def continue_pretraining(documents: Sequence, steps: int, *, lr: float = 1e-3, s
         raise ValueError("no documents to continue pretraining on")
     start = start if start is not None else pretrained("tiny-wiki", progress=progress)
     model, tokenizer = copy.deepcopy(start.model), start.tokenizer
-    recipe = continuation_recipe(steps, lr, seed, start.recipe)
+    recipe = continuation_recipe(steps, lr, seed, start.recipe, **changes)
     if recipe.model_config(tokenizer.vocab_size) != model.config:
         raise ValueError("the continuation recipe describes another model than the one given")
     batches, _ = recipe_batches(list(documents), tokenizer, recipe)

@@ -5,9 +5,9 @@ The arms are data (mini_bert.smaller.specialised: "domain-adaptation", and
 the plan is mini_bert/results/plan-distillation.md. One run:
 
 1. the model: the book's pretrained tiny-wiki, continued for the arm's extra steps
-   (domain.continue_pretraining: the book's recipe, batches and loop, a fresh optimiser and
-   schedule) on its text: the whole training split ("general", the control), the domain's training
-   articles ("domain", DAPT) or the in-domain truecase task's drawn training sentences without
+   (domain.continue_pretraining: the book's recipe on 128-token inputs, specialised.CONTINUATION,
+   its batches and loop, a fresh optimiser and schedule) on its text: the whole training split
+   ("general", the control), the domain's training articles ("domain", DAPT) or the in-domain truecase task's drawn training sentences without
    their capitals ("task", TAPT); or the model as it is ("none"), or the recipe's initial weights
    drawn with the seed ("untrained");
 2. held-out MLM at 128 tokens (mini_bert.train.runs.score: BERT's masking with the fixed
@@ -34,7 +34,7 @@ from ..train.heldout import most_frequent_token
 from ..train.recipe import Recipe
 from ..train.runs import flatten_metrics, score
 from . import domain, study_log
-from .specialised import ADAPTATION_DOWNSTREAM, CHOSEN_BY, CONTINUED_RATE, SpecialisedStudy
+from .specialised import ADAPTATION_DOWNSTREAM, CHOSEN_BY, CONTINUATION, CONTINUED_RATE, SpecialisedStudy
 from .specialised import STUDIES as DEFINED
 from .study_log import LOG_FORMAT, StudyResult, arm_definition, study_command, study_path  # noqa: F401
 
@@ -102,9 +102,10 @@ def arm_model(definition: dict, seed: int, *, device=None, prefix: Prefix | None
         raise ValueError(f"the {text} arm's rate is not chosen yet: run {study_command('domain-adaptation-rate', [0], 'cpu')} "
                          "and write the choice into specialised.CONTINUED_RATE (the plan)")
     documents = continuation_documents(text, seed, prefix)
+    changes = {k: definition[k] for k in CONTINUATION if k in definition}
     continued = domain.continue_pretraining(documents, definition["steps"], lr=definition["lr"], seed=seed,
                                             start=start, device=device if prefix is None else "cpu",
-                                            stop_at_step=None if prefix is None else prefix.steps)
+                                            stop_at_step=None if prefix is None else prefix.steps, **changes)
     return continued.model, continued.tokenizer, continued.history, len(documents)
 
 
