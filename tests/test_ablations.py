@@ -128,6 +128,32 @@ def test_a_training_curve_is_the_mean_of_equal_windows_of_steps():
     assert set(mlm_only) == {"step", "mlm_loss"}  # MLM alone logs its sentence loss as nan
 
 
+def test_a_prefix_curve_keeps_the_whole_runs_windows():
+    history = {"step": list(range(1, 331)), "mlm_loss": [float(i) for i in range(330)]}
+    prefix = ablations.training_curve(history, total_steps=3300)
+    assert prefix["step"] == [165, 330] and prefix["mlm_loss"] == [82.0, 247.0]
+    assert ablations.training_curve(history, total_steps=3300, points=2) == {}  # no window completed
+
+
+def test_a_replayed_run_lands_on_its_logged_curve():
+    """Train a small run whole, log its curve; train its first half again: the same windows, the same
+    losses; a replay too short to complete a window is an error, one that drifted is not close."""
+    docs = {"train_documents": load_corpus("train")[:40], "validation_documents": load_corpus("validation")[:4],
+            "test_documents": load_corpus("test")[:4]}
+    recipe = TINY_RECIPE.replace(budget="24", batch_size=4)
+    whole = runs.run(recipe, 0, progress=False, cache=False, device="cpu", score_lengths=(32,), **docs)
+    logged = ablations.training_curve(whole.history, points=4)
+    assert logged["step"] == [6, 12, 18, 24]
+    half = runs.run(recipe, 0, progress=False, cache=False, device="cpu", score_lengths=(32,), stop_at_step=12, **docs)
+    rows = ablations.replayed_windows(half.history, logged)
+    assert [r["step"] for r in rows] == [6, 12] and all(r["close"] for r in rows)
+    assert [r["live"] for r in rows] == logged["mlm_loss"][:2]  # same machine, same threads: equal
+    with pytest.raises(ValueError, match="short of the logged curve's first window"):
+        ablations.replayed_windows({"step": [1, 2], "mlm_loss": [9.0, 8.0]}, logged)
+    drifted = {**logged, "mlm_loss": [v * 1.02 for v in logged["mlm_loss"]]}
+    assert not any(r["close"] for r in ablations.replayed_windows(half.history, drifted))
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"objective": "sop", "format": "full_sentences"}, "needs 'sop' sentence pairs"),
     ({"objective": "nsp", "format": "doc_sentences"}, "needs 'nsp' sentence pairs"),

@@ -113,6 +113,10 @@ def test_a_chinese_study_log_resumes_and_its_fingerprints_pass(cache, tmp_path, 
         again = cp.run_arm(tiny, "whole-word", 0)
     assert again["from_cache"] and again["steps"] == 4
     assert again["metrics"] == log["runs"][1]["metrics"]
+    # the training curve is logged (a chapter replays a run's first windows against it), also when
+    # the model came from the cache; the untrained control has none
+    assert again["curve"] == log["runs"][1]["curve"] and again["curve"]["step"] == [1, 2, 3, 4]
+    assert log["runs"][2]["curve"] == {}
     # resumed: nothing runs again
     before = path.read_text()
     cp.study_grid("zh-tiny", 1, results=path, progress=False)

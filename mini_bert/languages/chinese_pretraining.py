@@ -34,7 +34,7 @@ from ..build.examples import Collator
 from ..build.masking import MaskingConfig, SpecialTokens
 from ..build.objectives import IGNORE_INDEX, MaskedLM
 from ..build.tokenization import VOCAB_FORMAT, WordPieceTokenizer, recipe_key, train_wordpiece
-from ..improve.ablations import Downstream, downstream_scores, split_downstream_counts
+from ..improve.ablations import Downstream, downstream_scores, split_downstream_counts, training_curve
 from ..core.cache import cache_dir, cache_key, cached_artifact, code_version, sha256_file
 from ..train.checkpoint import load_checkpoint, save_checkpoint
 from ..train.batches import EVAL_MASKING_SEED, GlobalBatches, PhasedBatches, PretrainingData, unigram_token
@@ -299,7 +299,7 @@ def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, devic
             metrics.update(downstream_scores(checkpoint, seed, device=device if prefix is None else "cpu",
                                              prefix=prefix, counts=counts, downstream=study.downstream))
     record = {"arm": arm, "seed": seed, "recipe": recipe.to_dict(), "metrics": metrics,
-              "steps": history["step"][-1] if history else 0,
+              "steps": history["step"][-1] if history else 0, "curve": training_curve(history),
               "tokens": int(sum(history["tokens"][-1:])) if history else 0,
               "train_seconds": history["seconds"][-1] if history else 0.0,
               "seconds": round(time.perf_counter() - started, 1), "from_cache": reused,

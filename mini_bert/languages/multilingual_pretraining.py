@@ -32,6 +32,7 @@ import torch
 from ..build import data
 from ..build.tokenization import VOCAB_FORMAT, WordPieceTokenizer, default_tokenizer, recipe_key
 from ..core.cache import cached_artifact, code_version, sha256_file
+from ..improve.ablations import training_curve
 from ..train.batches import recipe_batches, unigram_token
 from ..train.finetuning import FinetuneConfig, batched_logits, finetune, make_head
 from ..train.fingerprint import (PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
@@ -299,7 +300,7 @@ def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, devic
         found, counts = transfer_scores(model.bert, tokenizer, seed, prefix=prefix)
         metrics.update(found)
     record = {"arm": arm, "seed": seed, "recipe": recipe.to_dict(), "languages": list(LANGUAGE_SETS[languages_of]),
-              "metrics": metrics, "steps": history["step"][-1] if history else 0,
+              "metrics": metrics, "steps": history["step"][-1] if history else 0, "curve": training_curve(history),
               "train_seconds": history["seconds"][-1] if history else 0.0,
               "seconds": round(time.perf_counter() - started, 1),
               "provenance": {"code_version": code_version(*ML_CODE), "torch": torch.__version__,

@@ -32,7 +32,7 @@ from ..train.finetune_runs import finetune_model, prefix_init, prefix_settings, 
 from ..train.fingerprint import PREFIX, Prefix, fingerprint, isolated, rounded
 from ..train.heldout import most_frequent_token
 from ..train.recipe import Recipe
-from ..train.runs import flatten_metrics, score
+from ..train.runs import flatten_metrics, nested_metric, score
 from . import domain, study_log
 from .specialised import ADAPTATION_DOWNSTREAM, CHOSEN_BY, CONTINUATION, CONTINUED_RATE, SpecialisedStudy
 from .specialised import STUDIES as DEFINED
@@ -131,9 +131,7 @@ def mlm_scores(model, tokenizer, prefix: Prefix | None = None) -> dict[str, floa
         scores = score(model, tokenizer, lengths=(SCORE_LENGTH,), unigram=unigram,
                        validation_documents=heldout_documents(where, "validation", prefix),
                        test_documents=heldout_documents(where, "test", prefix))
-        for key, value in flatten_metrics(scores).items():
-            split, rest = key.split(".", 1)
-            out[f"{split}.{where}.{rest}"] = value
+        out.update({nested_metric(key, where): value for key, value in flatten_metrics(scores).items()})
     return out
 
 
@@ -151,9 +149,7 @@ def downstream(model, tokenizer, seed: int, *, untrained: bool, device=None,
         encoder = copy.deepcopy(model.bert).train()
         record, _ = finetune_model(settings, seed, device=device if prefix is None else "cpu",
                                    encoder=(encoder, tokenizer))
-        for key, value in record["metrics"].items():
-            split, rest = key.split(".", 1)
-            metrics[f"{split}.{name}.{rest}"] = value
+        metrics.update({nested_metric(key, name): value for key, value in record["metrics"].items()})
         runs[name] = {"train_examples": record["train_examples"], "best_epoch": record["best_epoch"],
                       "train_loss": record["history"]["train_loss"]}
     return metrics, runs

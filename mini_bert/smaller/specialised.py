@@ -259,12 +259,13 @@ STUDIES: dict[str, SpecialisedStudy] = {
         {scale: distillation_arms(scale) for scale in SCALES}, comparisons=_distillation_comparisons()),
     "distillation-temperature": SpecialisedStudy(
         "distillation-temperature", "the temperature of the soft targets chosen on validation (seed 0): our tiny "
-        "student distilled from MiniLM at 1,000 labels at T = 1, 2 and 4",
+        "student distilled from MiniLM at 1,000 labels at T = 1, 2 and 4, extended by the plan's edge rule to 8 and 16",
         {scale: temperature_arms(scale) for scale in SCALES}, seeds=1, choice=True),
     "domain-adaptation-rate": SpecialisedStudy(
         "domain-adaptation-rate", "the continued arms' peak rates chosen on validation (seed 0): the book's model "
         "continued 600 steps on general text, the domain's articles and the in-domain task's sentences at 5e-4, "
-        "1e-3 and 2e-3, scored on held-out MLM of its own text",
+        "1e-3 and 2e-3, extended by the plan's edge rule (general to 4e-3, the others to 8e-3), scored on "
+        "held-out MLM of its own text",
         {scale: rate_arms(scale) for scale in SCALES}, seeds=1, choice=True,
         metrics=("validation.general.mlm@128.accuracy", "validation.domain.mlm@128.accuracy")),
     "domain-adaptation": SpecialisedStudy(

@@ -83,6 +83,12 @@ def flatten_metrics(evaluation: dict) -> dict[str, float]:
     return flat
 
 
+def nested_metric(key: str, name: str) -> str:
+    """"test.accuracy" -> "test.{name}.accuracy": a metric of one of several runs, under its name."""
+    split, rest = key.split(".", 1)
+    return f"{split}.{name}.{rest}"
+
+
 def run_key(recipe: Recipe, *, train_documents=None, validation_documents=None, test_documents=None,
             eval_every: int | None = None) -> str:
     """The cache key of a run: everything that determines the model and its scores.
