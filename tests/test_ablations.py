@@ -150,8 +150,21 @@ def test_a_replayed_run_lands_on_its_logged_curve():
     assert [r["live"] for r in rows] == logged["mlm_loss"][:2]  # same machine, same threads: equal
     with pytest.raises(ValueError, match="short of the logged curve's first window"):
         ablations.replayed_windows({"step": [1, 2], "mlm_loss": [9.0, 8.0]}, logged)
-    drifted = {**logged, "mlm_loss": [v * 1.02 for v in logged["mlm_loss"]]}
+    drifted = {**logged, "mlm_loss": [v + 2 * ablations.REPLAY_TOLERANCE for v in logged["mlm_loss"]]}
     assert not any(r["close"] for r in ablations.replayed_windows(half.history, drifted))
+    # another seed's run is not the logged one
+    other = runs.run(recipe, 1, progress=False, cache=False, device="cpu", score_lengths=(32,), stop_at_step=12, **docs)
+    assert not all(r["close"] for r in ablations.replayed_windows(other.history, logged))
+    with pytest.raises(ValueError, match="has no 'sentence_loss'"):
+        ablations.replayed_windows(half.history, logged, key="sentence_loss")
+    resumed = {k: v[6:] for k, v in half.history.items() if isinstance(v, list) and len(v) == 12}
+    with pytest.raises(ValueError, match="must hold steps 1 to n"):
+        ablations.replayed_windows(resumed, logged)
+    with pytest.raises(ValueError, match="no training curve"):
+        ablations.replay_steps({}, 1)
+    with pytest.raises(ValueError, match="only the cpu scale"):
+        ablations.replay_steps(logged, 1, "gpu")
+    assert ablations.replay_steps(logged, 3) == 18
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -197,6 +210,12 @@ def test_score_grid_logs_every_run_and_control_resumes_and_merges(cache, tmp_pat
     curve = next(r for r in log["runs"] if r["arm"] == "sop")["curve"]
     assert curve["step"][-1] == 3 and len(curve["sentence_loss"]) == len(curve["mlm_loss"]) == len(curve["step"])
     assert "sentence_loss" not in next(r for r in log["runs"] if r["arm"] == "mlm")["curve"]
+    # the logged run trained again for its first windows lands on its curve (a chapter's live rerun)
+    replayed = ablations.replay_run(tiny_experiment, "sop", 0, curve, windows=2, key="sentence_loss")
+    assert [r["step"] for r in replayed] == curve["step"][:2]
+    assert [r["live"] for r in replayed] == curve["sentence_loss"][:2]
+    with pytest.raises(ValueError, match="windows must be 1 to 3"):
+        ablations.replay_run(tiny_experiment, "sop", 0, curve, windows=4)
     untrained = next(r for r in log["runs"] if r["arm"] == UNTRAINED)["metrics"]
     assert "test.mlm@32.accuracy" in untrained and not any("_head" in k for k in untrained)
     # The untrained control is the seed's initial weights: below every trained arm on held-out MLM.

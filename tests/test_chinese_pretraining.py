@@ -117,6 +117,8 @@ def test_a_chinese_study_log_resumes_and_its_fingerprints_pass(cache, tmp_path, 
     # the model came from the cache; the untrained control has none
     assert again["curve"] == log["runs"][1]["curve"] and again["curve"]["step"] == [1, 2, 3, 4]
     assert log["runs"][2]["curve"] == {}
+    rows = cp.replay(tiny, "whole-word", 0, again["curve"], windows=2)  # a chapter's live rerun
+    assert [r["step"] for r in rows] == [1, 2] and [r["live"] for r in rows] == again["curve"]["mlm_loss"][:2]
     # resumed: nothing runs again
     before = path.read_text()
     cp.study_grid("zh-tiny", 1, results=path, progress=False)

@@ -135,3 +135,18 @@ def test_a_rate_choice_log_resumes_and_passes_the_provenance_check(tmp_path, mon
     study_log_round_trip(dm, "domain-adaptation-rate", arms, tmp_path / "domain-adaptation-rate-cpu.json",
                          monkeypatch, "domain", "validation.domain.mlm@128.accuracy")
     assert STUDIES["domain-adaptation-rate"] is RATES
+
+
+def test_the_shipped_study_is_complete_at_the_chosen_rates_and_its_preconditions_hold():
+    result = dm.load_study("domain-adaptation")
+    assert result.log["command"] == "python -m mini_bert study domain-adaptation --seeds 5 --scale cpu"
+    arms = STUDY.arms["cpu"]
+    assert sorted((r["arm"], r["seed"]) for r in result.runs) == sorted((a, s) for a in arms for s in range(5))
+    for record in result.runs:  # every run at its arm's definition as the code holds it (the chosen rates)
+        assert record["definition"] == arms[record["arm"]]
+        assert record["steps"] == arms[record["arm"]]["steps"]
+    found = {(c.arm, c.baseline, c.metric): v for c, v in result.verdicts()}
+    preconditions = [(c.arm, c.baseline, c.metric) for c in STUDY.comparisons if c.question.startswith("precondition")]
+    assert len(preconditions) == 4
+    # each precondition detected, and in the right direction: the comparisons count
+    assert all(found[p].kind == "different" and found[p].difference.mean > 0 for p in preconditions)

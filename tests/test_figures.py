@@ -71,3 +71,24 @@ def test_compared_panels_share_a_range():
     right.plot([0, 1], [0.5, 0.9])
     low, high = figures.share_range([left, right])
     assert left.get_ylim() == right.get_ylim() == (low, high) and low < 0.2 and high > 0.9
+
+
+def test_a_verdict_plot_draws_each_difference_against_its_margin():
+    from mini_bert.train.stats import verdict
+
+    rows = [("clearly above", verdict({0: 0.30, 1: 0.31, 2: 0.32}, {0: 0.20, 1: 0.20, 2: 0.21}, 0.02)),
+            ("level", verdict({0: 0.500, 1: 0.501, 2: 0.499}, {0: 0.500, 1: 0.500, 2: 0.500}, 0.02)),
+            ("noisy", verdict({0: 0.1, 1: 0.5, 2: 0.3}, {0: 0.3, 1: 0.2, 2: 0.4}, 0.02))]
+    assert [v.kind for _, v in rows] == ["different", "equivalent", "inconclusive"]
+    fig, ax = figures.subplots(height=2.0)
+    figures.verdict_plot(ax, rows)
+    fig.canvas.draw()
+    # the first row on top, its verdict written beside it in its colour
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["noisy", "level", "clearly above"]
+    written = {t.get_text(): t.get_color() for t in ax.texts}
+    assert written == {k: figures.VERDICT_COLOURS[k] for k in ("different", "equivalent", "inconclusive")}
+    top = rows[0][1]
+    thin, thick = ax.lines[0], ax.lines[1]  # the first row's 95% and 90% intervals
+    assert list(thin.get_xdata()) == [top.difference.ci_low, top.difference.ci_high]
+    assert list(thick.get_xdata()) == list(top.ci90) and list(thin.get_ydata()) == [2, 2]
+    assert figures.figure_problems(fig) == []

@@ -83,6 +83,10 @@ def test_a_multilingual_study_log_resumes_and_its_fingerprints_pass(cache, tmp_p
     before = path.read_text()
     mp.study_grid("ml-tiny", 1, results=path, progress=False)  # resumed: nothing runs again
     assert json.loads(path.read_text())["runs"] == json.loads(before)["runs"]
+    # each trained arm logs its training curve, and a replay of its first windows lands on it
+    assert runs["en-fr-es"]["curve"]["step"] == [1, 2, 3, 4] and runs[mp.UNTRAINED]["curve"] == {}
+    rows = mp.replay(tiny, "en-fr-es", 0, runs["en-fr-es"]["curve"], windows=2)
+    assert [r["live"] for r in rows] == runs["en-fr-es"]["curve"]["mlm_loss"][:2]
     assert provenance.log_kind(log) == "multilingual"
     now = provenance.fingerprint_logs([path], jobs=1, progress=False)["fingerprints"][str(path)]
     assert provenance.problems_of(path, now) == []

@@ -9,7 +9,8 @@ a PNG of (inches x dpi) pixels; a wider one is shrunk to the column, and its tex
 - with axis labels in words: `metric_label("test.topic_full.accuracy")` is "topic accuracy,
   fine-tuned (test)", and `readable(fig)` replaces every metric key left in a figure's labels,
   titles, tick labels and legends;
-- with one range for panels that are compared (`share_range`).
+- with one range for panels that are compared (`share_range`);
+- paired differences and their verdicts drawn one way (`verdict_plot`).
 
 `use_book_style()` applies `STYLE` to matplotlib; `subplots()` is `plt.subplots` at the book's
 width; `figure_problems(fig)` lists what breaks the standard (the tests and the chapters' checks
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import re
 from typing import Iterable
+
+from ..train.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE
 
 COLUMN_PX = 770  # the content column of the rendered book, in a 1,400 px window
 DPI = 100  # matplotlib's and the notebook's default: one inch of figure is 100 px on the page
@@ -151,6 +154,34 @@ def share_range(axes: Iterable, axis: str = "y") -> tuple[float, float]:
     for ax in axes:
         (ax.set_ylim if axis == "y" else ax.set_xlim)(low, high)
     return low, high
+
+
+VERDICT_COLOURS = {DIFFERENT: "C3", EQUIVALENT: "C2", INCONCLUSIVE: "0.45"}
+
+
+def verdict_plot(ax, rows, *, xlabel: str = "paired difference (arm - baseline)"):
+    """Paired differences and their verdicts (mini_bert.train.stats.Verdict), one row each, top
+    to bottom: the mean (a dot), its 95% interval (a thin line), its 90% interval (a thick line),
+    the row's margin +-m (grey) and 0 (dashed); the verdict written at the right. The book's rule
+    reads off it: "different" when the thin line misses 0 (even where the thick line lies inside
+    the grey: a small difference, detected), else "equivalent" when the thick line lies inside the
+    grey, else "inconclusive". rows: (label, Verdict) pairs. Returns ax."""
+    from matplotlib.transforms import blended_transform_factory
+
+    edge = blended_transform_factory(ax.transAxes, ax.transData)
+    for i, (label, found) in enumerate(rows):
+        y, d = len(rows) - 1 - i, found.difference
+        colour = VERDICT_COLOURS[found.kind]
+        ax.fill_betweenx([y - 0.32, y + 0.32], -found.margin, found.margin, color="0.9", linewidth=0)
+        ax.plot([d.ci_low, d.ci_high], [y, y], color=colour, linewidth=1.2)
+        ax.plot(found.ci90, [y, y], color=colour, linewidth=4, solid_capstyle="butt")
+        ax.plot([d.mean], [y], "o", color="black", markersize=4)
+        ax.text(1.01, y, found.kind, transform=edge, va="center", color=colour, fontsize=9)
+    ax.axvline(0, color="0.3", linestyle="--", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), [label for label, _ in reversed(rows)])
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel(xlabel)
+    return ax
 
 
 def figure_problems(fig, column_px: int = COLUMN_PX) -> list[str]:
