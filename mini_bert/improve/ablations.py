@@ -52,6 +52,7 @@ from ..train.fingerprint import (PREFIX, Prefix, fingerprint, isolated, paramete
 from ..train.grids import (RESULTS_DIR, UNTRAINED, Experiment, GridResult, arm_recipe, get_experiment, load_grid,
                            lr_sweep, register)
 from ..train.heldout import sentence_batch
+from ..train.loop import train
 from ..train.pretraining import build_model, pretrain
 from ..train.recipe import Recipe
 from ..train.runs import flatten_metrics, heldout_slices, nested_metric, run, score
@@ -469,6 +470,19 @@ def replay_steps(logged: dict, windows: int, scale: str = "cpu") -> int:
     if not 1 <= windows <= len(logged["step"]):
         raise ValueError(f"windows must be 1 to {len(logged['step'])} (the logged curve's), got {windows!r}")
     return logged["step"][windows - 1]
+
+
+def replay_training(start, logged: dict, *, windows: int = 2, scale: str = "cpu", key: str = "mlm_loss"
+                    ) -> list[dict]:
+    """A logged run trained again from `start()` ((recipe, batches, initial model): what the run
+    started from) for the first `windows` windows of its logged curve, on the CPU, the caller's
+    random generators left as they were; replayed_windows' rows. Checked before `start` builds
+    anything."""
+    steps = replay_steps(logged, windows, scale)
+    with preserved_random_state():  # building the model seeds the generators
+        recipe, batches, model = start()
+        history = train(model, batches, recipe, progress=False, device="cpu", stop_at_step=steps)
+    return replayed_windows(history, logged, key)
 
 
 def replay_run(experiment: Experiment, arm: str, seed: int, logged: dict, *, windows: int = 2,

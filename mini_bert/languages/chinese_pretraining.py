@@ -34,9 +34,8 @@ from ..build.examples import Collator
 from ..build.masking import MaskingConfig, SpecialTokens
 from ..build.objectives import IGNORE_INDEX, MaskedLM
 from ..build.tokenization import VOCAB_FORMAT, WordPieceTokenizer, recipe_key, train_wordpiece
-from ..improve.ablations import (Downstream, downstream_scores, replay_steps, replayed_windows,
+from ..improve.ablations import (Downstream, downstream_scores, replay_training,
                                 split_downstream_counts, training_curve)
-from ..core.runtime import preserved_random_state
 from ..core.cache import cache_dir, cache_key, cached_artifact, code_version, sha256_file
 from ..train.checkpoint import load_checkpoint, save_checkpoint
 from ..train.batches import EVAL_MASKING_SEED, GlobalBatches, PhasedBatches, PretrainingData, unigram_token
@@ -267,13 +266,13 @@ lr_sweep(ZH_MASKING, register_as=register_study, metrics=ZH_MASKING.metrics[:3])
 
 
 def arm_start(study: Experiment, arm: str, seed: int, scale: str = "cpu"):
-    """(recipe, tokenizer, batches, training data, initial model) of an arm and seed: what its run
+    """(recipe, batches, initial model, tokenizer, training data) of an arm and seed: what its run
     starts from, the same for the run and a replay of it."""
     recipe = study_recipe(study, arm, scale, seed)
     tokenizer = zh_tokenizer(recipe.vocab_size)
     documents, flags = chinese.segmented_documents(paragraphs("train"), tokenizer)
     batches, (train_data, *_) = zh_batches(recipe, tokenizer, documents, flags)
-    return recipe, tokenizer, batches, train_data, build_model(recipe, tokenizer.vocab_size)
+    return recipe, batches, build_model(recipe, tokenizer.vocab_size), tokenizer, train_data
 
 
 def replay(study: Experiment, arm: str, seed: int, logged: dict, *, windows: int = 2, scale: str = "cpu"
@@ -281,11 +280,7 @@ def replay(study: Experiment, arm: str, seed: int, logged: dict, *, windows: int
     """The logged run of (arm, seed) trained again, live, for the first `windows` windows of its
     logged curve (`logged`: the record's "curve"): ablations.replayed_windows' rows (see
     ablations.replay_run). The caller's random generators are left as they were."""
-    steps = replay_steps(logged, windows, scale)  # checked before the corpus is read
-    with preserved_random_state():  # build_model seeds the generators
-        recipe, _, batches, _, model = arm_start(study, arm, seed, scale)
-        history = train(model, batches, recipe, progress=False, device="cpu", stop_at_step=steps)
-    return replayed_windows(history, logged)
+    return replay_training(lambda: arm_start(study, arm, seed, scale)[:3], logged, windows=windows, scale=scale)
 
 
 def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, device=None,
@@ -294,7 +289,7 @@ def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, devic
     prefix: a fingerprint's run (`arm_fingerprint`): the first steps, scored on a few paragraphs;
     the record also holds every step's losses, the norms and the batches' hashes."""
     started = time.perf_counter()
-    recipe, tokenizer, batches, train_data, model = arm_start(study, arm, seed, scale)
+    recipe, batches, model, tokenizer, train_data = arm_start(study, arm, seed, scale)
     initial = None if prefix is None else {k: v.detach().clone() for k, v in model.named_parameters()}
     history, reused = {}, False
     kept = model_path(recipe)

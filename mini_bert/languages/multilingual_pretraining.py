@@ -31,9 +31,8 @@ import torch
 
 from ..build import data
 from ..build.tokenization import VOCAB_FORMAT, WordPieceTokenizer, default_tokenizer, recipe_key
-from ..core.runtime import preserved_random_state
 from ..core.cache import cached_artifact, code_version, sha256_file
-from ..improve.ablations import replay_steps, replayed_windows, training_curve
+from ..improve.ablations import replay_training, training_curve
 from ..train.batches import recipe_batches, unigram_token
 from ..train.finetuning import FinetuneConfig, batched_logits, finetune, make_head
 from ..train.fingerprint import (PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
@@ -269,7 +268,7 @@ lr_sweep(MULTILINGUAL, metric=SWEEP_METRIC, swept=[a for a in MULTILINGUAL.arms 
 
 
 def arm_start(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, thin: bool = False):
-    """(recipe, language set, tokenizer, batches, training data, initial model) of an arm and seed:
+    """(recipe, batches, initial model, language set, tokenizer, training data) of an arm and seed:
     what its run starts from, the same for the run and a replay of it. thin: a fingerprint's text,
     every so many documents, enough for a few steps."""
     recipe = study_recipe(study, arm, scale, seed)
@@ -279,7 +278,7 @@ def arm_start(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, thi
     if thin:
         train_documents = train_documents[::max(1, len(train_documents) // 400)]
     batches, (train_data, *_) = recipe_batches(train_documents, tokenizer, recipe)
-    return recipe, languages_of, tokenizer, batches, train_data, build_model(recipe, tokenizer.vocab_size)
+    return recipe, batches, build_model(recipe, tokenizer.vocab_size), languages_of, tokenizer, train_data
 
 
 def replay(study: Experiment, arm: str, seed: int, logged: dict, *, windows: int = 2, scale: str = "cpu"
@@ -287,11 +286,7 @@ def replay(study: Experiment, arm: str, seed: int, logged: dict, *, windows: int
     """The logged run of (arm, seed) trained again, live, for the first `windows` windows of its
     logged curve (`logged`: the record's "curve"): ablations.replayed_windows' rows (see
     ablations.replay_run). The caller's random generators are left as they were."""
-    steps = replay_steps(logged, windows, scale)  # checked before the corpus is read
-    with preserved_random_state():  # build_model seeds the generators
-        recipe, _, _, batches, _, model = arm_start(study, arm, seed, scale)
-        history = train(model, batches, recipe, progress=False, device="cpu", stop_at_step=steps)
-    return replayed_windows(history, logged)
+    return replay_training(lambda: arm_start(study, arm, seed, scale)[:3], logged, windows=windows, scale=scale)
 
 
 def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, device=None,
@@ -299,7 +294,7 @@ def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, devic
     """Train one arm with one seed (UNTRAINED: the baseline's initial weights) and score it. A sweep's
     runs are scored on held-out MLM only; the study's on everything. prefix: a fingerprint's run."""
     started = time.perf_counter()
-    recipe, languages_of, tokenizer, batches, train_data, model = arm_start(study, arm, seed, scale,
+    recipe, batches, model, languages_of, tokenizer, train_data = arm_start(study, arm, seed, scale,
                                                                             thin=prefix is not None)
     limit = None if prefix is None else prefix.heldout_docs
     initial = None if prefix is None else {k: v.detach().clone() for k, v in model.named_parameters()}
