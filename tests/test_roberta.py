@@ -118,22 +118,27 @@ def test_the_command_line_lists_chapter_11s_experiments(capsys):
 
 def test_the_3300_step_formats_see_the_same_real_tokens_a_step():
     """FORMAT_BATCHES: each format's inputs a step bring about 2,048 real tokens (padding
-    excluded), within 2% of the formats' mean, recounted on the training split."""
+    excluded), within 2% of the formats' mean, recounted on the training split; FORMAT_BATCHES_64
+    (64 segment pairs a step, the NSP precondition's fix) about 6,470, within 1%."""
     from mini_bert.train.batches import recipe_batches
     from mini_bert.build.data import load_corpus
-    from mini_bert.improve.roberta import ROBERTA_FORMATS_3300
+    from mini_bert.improve.roberta import ROBERTA_FORMATS_3300, ROBERTA_FORMATS_3300X64
     from mini_bert.train.grids import arm_recipe
     from mini_bert.build.tokenization import default_tokenizer
 
     tokenizer, documents = default_tokenizer(8192), load_corpus("train")
-    per_step = {}
+    real = {}
     for arm in ("segment-pair", "full-sentences", "doc-sentences"):
-        recipe = arm_recipe(ROBERTA_FORMATS_3300, arm)
-        _, (data,) = recipe_batches(documents, tokenizer, recipe)
+        _, (data,) = recipe_batches(documents, tokenizer, arm_recipe(ROBERTA_FORMATS_3300, arm))
         dataset = data.dataset
         sample = [dataset[i]["input_ids"] for i in range(0, len(dataset), 7)]
-        real = sum(int((ids != data.special.pad).sum()) for ids in sample) / len(sample)
-        per_step[arm] = real * recipe.batch_size
-    mean = sum(per_step.values()) / len(per_step)
-    assert all(abs(tokens / mean - 1) < 0.02 for tokens in per_step.values()), per_step
-    assert all(abs(tokens / 2048 - 1) < 0.03 for tokens in per_step.values()), per_step
+        real[arm] = sum(int((ids != data.special.pad).sum()) for ids in sample) / len(sample)
+    for experiment, tokens, within in ((ROBERTA_FORMATS_3300, 2048, 0.02), (ROBERTA_FORMATS_3300X64, 6470, 0.01)):
+        per_step = {arm: real[arm] * arm_recipe(experiment, arm).batch_size for arm in real}
+        mean = sum(per_step.values()) / len(per_step)
+        assert all(abs(n / mean - 1) < within for n in per_step.values()), (experiment.name, per_step)
+        assert all(abs(n / tokens - 1) < 0.03 for n in per_step.values()), (experiment.name, per_step)
+    # the two grids differ in their inputs a step only
+    assert ROBERTA_FORMATS_3300X64.base == ROBERTA_FORMATS_3300.base
+    assert {a: {k: v for k, v in d.items() if k != "batch_size"} for a, d in ROBERTA_FORMATS_3300X64.arms.items()} \
+        == {a: {k: v for k, v in d.items() if k != "batch_size"} for a, d in ROBERTA_FORMATS_3300.arms.items()}
