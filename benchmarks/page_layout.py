@@ -29,7 +29,9 @@ RESULTS = ROOT / "benchmarks" / "results" / "page_layout.json"
 WIDTH, HEIGHT = 1400, 900
 
 MEASURE_JS = """(() => {
-  const shown = e => e.getClientRects().length > 0;
+  // A folded cell's input sits in a closed <details>: Chromium still gives it boxes of its full
+  // height (content-visibility), though the reader sees only the 26-px "Show code cell source" bar.
+  const shown = e => e.getClientRects().length > 0 && !e.closest('details:not([open])');
   const article = document.querySelector('.bd-article') || document.body;
   const code = Array.from(article.querySelectorAll('.cell_input')).filter(shown)
     .reduce((sum, e) => sum + e.getBoundingClientRect().height, 0);

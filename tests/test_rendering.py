@@ -31,6 +31,7 @@ import re
 import select
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -695,7 +696,27 @@ def test_figures_are_shown_at_their_full_size(browser, stem):
                         f"draw them at most {7.6} inches wide, mini_bert.views.figures): {shrunk}")
 
 
-# What draws a metric key of the logs ("test.topic_full.accuracy") as a label, unless the cell
+@needs_chromium
+def test_the_page_layout_benchmark_counts_only_the_code_a_reader_sees(browser):
+    # benchmarks/page_layout.py's code height: a folded cell's input is in a closed <details>,
+    # where Chromium still lays it out at full height; the reader sees only its toggle.
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from page_layout import MEASURE_JS
+
+    with browser.open(built("chapters/01_why_encoder_only").as_uri()) as tab:
+        _at_reader_width(tab)
+        measured = tab.eval(MEASURE_JS)["code"]
+        heights = tab.eval("""(() => {
+          const h = e => e.getBoundingClientRect().height;
+          const inputs = Array.from(document.querySelectorAll('.bd-article .cell_input'));
+          const folded = inputs.filter(e => e.closest('details:not([open])'));
+          return {all: inputs.reduce((s, e) => s + h(e), 0), folded: folded.reduce((s, e) => s + h(e), 0)};
+        })()""")
+    assert heights["folded"] > 0, "chapter 1 folds its figure cells"
+    assert abs(measured - (heights["all"] - heights["folded"])) <= 1, (measured, heights)
+
+
+
 # turns it into words (mini_bert.views.figures.readable / metric_label) or sets its own label.
 _KEY_AS_LABEL = re.compile(r"set_[xy]label\(\s*(metric|key)\s*[,)]|\bplot_grid\(")
 _LABELLED = re.compile(r"\breadable\(|\bmetric_label\(|set_ylabel\(\s*[f]?[\"']")
