@@ -607,7 +607,8 @@ class Precondition:
         return f"{'ok  ' if self.holds else 'FAIL'} {self.arm}: {self.what}: {self.measured}"
 
 
-def _by_seed(result: GridResult, arm: str, metric: str) -> dict[int, float]:
+def by_seed(result: GridResult, arm: str, metric: str) -> dict[int, float]:
+    """{seed: value} of `metric` in the runs of `arm` that have it (none: {})."""
     return {r["seed"]: r["metrics"][metric] for r in result.runs if r["arm"] == arm and metric in r["metrics"]}
 
 
@@ -626,20 +627,20 @@ def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VER
         if arm == UNTRAINED:
             continue
         for metric in downstream:
-            d = paired_difference(_by_seed(result, arm, metric), _by_seed(result, UNTRAINED, metric))
+            d = paired_difference(by_seed(result, arm, metric), by_seed(result, UNTRAINED, metric))
             found.append(Precondition(arm, f"beats the untrained control on {metric}",
                                       f"{d.mean:+.4f} [{d.ci_low:+.4f}, {d.ci_high:+.4f}] (n={d.n})",
                                       bool(d.n >= 2 and d.ci_low > 0)))
-        accuracy = _by_seed(result, arm, MLM_VERDICT)
-        unigram = _by_seed(result, arm, MLM_VERDICT.replace(".accuracy", ".unigram_accuracy"))
+        accuracy = by_seed(result, arm, MLM_VERDICT)
+        unigram = by_seed(result, arm, MLM_VERDICT.replace(".accuracy", ".unigram_accuracy"))
         if accuracy and unigram:
             mean, plateau = mean_std(list(accuracy.values()))[0], mean_std(list(unigram.values()))[0]
             found.append(Precondition(arm, f"left the unigram plateau ({MLM_VERDICT} >= {PLATEAU_FACTOR} x "
                                            "unigram)", f"{mean:.4f} vs {plateau:.4f}",
                                       mean >= PLATEAU_FACTOR * plateau))
-        loss, constant = _by_seed(result, arm, "test.rtd.loss"), _by_seed(result, arm, "test.rtd.constant_loss")
+        loss, constant = by_seed(result, arm, "test.rtd.loss"), by_seed(result, arm, "test.rtd.constant_loss")
         if loss:  # ELECTRA (mini_bert.beyond.equal_compute.rtd_scores): above the constant answer, finding replacements
-            recall = mean_std(list(_by_seed(result, arm, "test.rtd.replaced_recall").values()))[0]
+            recall = mean_std(list(by_seed(result, arm, "test.rtd.replaced_recall").values()))[0]
             below = all(loss[s] < constant[s] for s in loss)
             found.append(Precondition(arm, f"detects replaced tokens (held-out RTD loss below the constant answer's "
                                            f"on every seed, replaced recall > {LEARNED_HEAD - 0.25:g})",
@@ -648,7 +649,7 @@ def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VER
                                       below and recall > LEARNED_HEAD - 0.25))
         objective = arm_recipe(result.experiment, arm, result.scale).objective
         if objective in SENTENCE_TASKS:
-            head = _by_seed(result, arm, f"test.{objective}_head.accuracy")
+            head = by_seed(result, arm, f"test.{objective}_head.accuracy")
             mean = mean_std(list(head.values()))[0] if head else float("nan")
             found.append(Precondition(arm, f"learned {objective.upper()} (its head on test > {LEARNED_HEAD})",
                                       f"{mean:.4f}", bool(head) and mean > LEARNED_HEAD))
@@ -661,7 +662,7 @@ def verdicts(result: GridResult, metrics: Sequence[str] = (MLM_VERDICT, *DOWNSTR
     baseline = result.experiment.baseline
     out = {}
     for metric in metrics:
-        base = _by_seed(result, baseline, metric)
-        out[metric] = {arm: verdict(_by_seed(result, arm, metric), base, margin_for(metric))
+        base = by_seed(result, baseline, metric)
+        out[metric] = {arm: verdict(by_seed(result, arm, metric), base, margin_for(metric))
                        for arm in result.arms() if arm not in (baseline, UNTRAINED) and base}
     return out

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..train.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, Verdict, verdict
-from .ablations import MLM_VERDICT, margin_for, preconditions
+from .ablations import MLM_VERDICT, by_seed, margin_for, preconditions
 
 DOWNSTREAM_MEAN = "test.downstream_mean.accuracy"  # the mean of chapter 10's three runs, each at 1,000 labels
 PAPER_EQUAL = 0.5  # points: a paper difference this small is "no difference" (the plan)
@@ -97,10 +97,6 @@ class HeadlineRow:
     failed: tuple[str, ...] = ()  # the preconditions that failed, when the row is not counted
 
 
-def _by_seed(result, arm: str, metric: str) -> dict[int, float]:
-    return {r["seed"]: r["metrics"][metric] for r in result.runs if r["arm"] == arm and metric in r["metrics"]}
-
-
 def headline(result, rows: Sequence[PaperRow]) -> list[HeadlineRow]:
     """Each row read on a scored grid (ablations.load_ablation's result) by the plan's rule."""
     failing: dict[str, list[str]] = {}
@@ -109,7 +105,7 @@ def headline(result, rows: Sequence[PaperRow]) -> list[HeadlineRow]:
             failing.setdefault(p.arm, []).append(f"{p.arm}: {p.what} ({p.measured})")
     out = []
     for row in rows:
-        arm, base = _by_seed(result, row.arm, row.metric), _by_seed(result, row.baseline, row.metric)
+        arm, base = by_seed(result, row.arm, row.metric), by_seed(result, row.baseline, row.metric)
         if not arm or not base:
             out.append(HeadlineRow(row, None, INCONCLUSIVE, (f"no {row.metric} for both arms",)))
             continue
