@@ -70,5 +70,6 @@ def test_a_row_counts_only_when_both_arms_pass_their_preconditions(monkeypatch):
     assert tally(found) == {"verdicts": {DIFFERENT: 1, EQUIVALENT: 0, INCONCLUSIVE: 0},
                             "readings": {AGREES: 1, DISAGREES: 0, INCONCLUSIVE: 1, NOT_COUNTED: 1}}
     table = format_headline(found, label=str.upper)
-    assert "| A − B (P) | +1.00 (helps) | +5.0 [" in table and "| shown, not counted |" in table
+    assert "| A − B (P) | +1.00 (helps) | downstream mean | +5.0 [" in table and "| shown, not counted |" in table
+    assert "| test.nothing.accuracy | - | - |" in table  # a score without a name: its key
     assert len(table.splitlines()) == 2 + len(rows)
