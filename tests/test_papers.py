@@ -70,6 +70,9 @@ def test_a_row_counts_only_when_both_arms_pass_their_preconditions(monkeypatch):
     assert tally(found) == {"verdicts": {DIFFERENT: 1, EQUIVALENT: 0, INCONCLUSIVE: 0},
                             "readings": {AGREES: 1, DISAGREES: 0, INCONCLUSIVE: 1, NOT_COUNTED: 1}}
     table = format_headline(found, label=str.upper)
-    assert "| A − B (P) | +1.00 (helps) | downstream mean | +5.0 [" in table and "| shown, not counted |" in table
-    assert "| test.nothing.accuracy | - | - |" in table  # a score without a name: its key
+    assert f"| A − B (P) | +1.00 (helps) | {DOWNSTREAM_MEAN} | +5.0 [" in table and "| shown, not counted |" in table
+    assert "| test.nothing.accuracy | - | - |" in table  # each row says which score it reads
+    from mini_bert.views.figures import metric_label
+
+    assert "| mean downstream accuracy (test) | +5.0 [" in format_headline(found, score=metric_label)
     assert len(table.splitlines()) == 2 + len(rows)

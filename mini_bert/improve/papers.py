@@ -133,15 +133,11 @@ def tally(rows: Sequence[HeadlineRow]) -> dict[str, dict[str, int]]:
                          for reading in (AGREES, DISAGREES, INCONCLUSIVE, NOT_COUNTED)}}
 
 
-# What a row's metric is, in the headline's words (a row of the same two arms can read several)
-SCORE_NAMES = {MLM_VERDICT: "held-out masked tokens", DOWNSTREAM_MEAN: "downstream mean",
-               "test.nsp_probe.accuracy": "NSP probe", "test.sop_probe.accuracy": "SOP probe"}
-
-
-def format_headline(rows: Sequence[HeadlineRow], label=lambda arm: arm) -> str:
+def format_headline(rows: Sequence[HeadlineRow], label=lambda arm: arm, score=lambda metric: metric) -> str:
     """The headline table in Markdown: the comparison, the paper's finding, the score of ours that
-    answers it (SCORE_NAMES), ours (points, 95% interval), our verdict, and the reading. `label`
-    names an arm for the page."""
+    answers it (a row of the same two arms can read several), ours (points, 95% interval), our
+    verdict, and the reading. `label` names an arm for the page, `score` a metric key
+    (mini_bert.views.figures.metric_label puts it in words)."""
     lines = ["| comparison | the paper | our score | ours, points [95% interval] | our verdict | reading |",
              "|---|---|---|---:|---|---|"]
     for r in rows:
@@ -153,9 +149,8 @@ def format_headline(rows: Sequence[HeadlineRow], label=lambda arm: arm) -> str:
             ours = f"{100 * d.mean:+.1f} [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]"
             kind = r.verdict.kind if r.verdict.kind != EQUIVALENT else f"equivalent within ±{100 * r.verdict.margin:g}"
         reading = r.agreement + (f" ({r.row.note})" if r.row.note else "")
-        score = SCORE_NAMES.get(r.row.metric, r.row.metric)
-        lines.append(f"| {label(r.row.arm)} − {label(r.row.baseline)} ({r.row.source}) | {paper} | {score} | {ours} "
-                     f"| {kind} | {reading} |")
+        lines.append(f"| {label(r.row.arm)} − {label(r.row.baseline)} ({r.row.source}) | {paper} "
+                     f"| {score(r.row.metric)} | {ours} | {kind} | {reading} |")
     return "\n".join(lines)
 
 
