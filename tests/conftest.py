@@ -149,10 +149,11 @@ def cache(vocab_cache, tmp_path, monkeypatch):
 SCORE_ABS_TOL = 0.01
 
 
-def assert_shipped_ablation_logs(name: str, min_seeds: int = 3) -> None:
+def assert_shipped_ablation_logs(name: str, min_seeds: int = 3, swept: bool = False) -> None:
     """Assert that the shipped grid and scores logs of experiment `name` (cpu scale) are current
     (by their fingerprints), hold every arm x seed (and the untrained control of every seed) one for one with
-    at least `min_seeds` seeds, and name the commands that regenerate them."""
+    at least `min_seeds` seeds, and name the commands that regenerate them. swept: every run trained at
+    the rate its arm's learning-rate sweep (the shipped `{name}-lr` log) chose."""
     from mini_bert.improve import ablations
     from mini_bert.train import grids
 
@@ -171,6 +172,9 @@ def assert_shipped_ablation_logs(name: str, min_seeds: int = 3) -> None:
     # the device named or left to its default (the best available: the CPU on the machines that made them)
     assert grids.read_results(result.path)["command"] in {grids.grid_command(name, seeds, "cpu", device=device)
                                                           for device in ("cpu", None)}
+    if swept:
+        rates = grids.chosen_rates(grids.load_grid(f"{name}-lr"))
+        assert all(r["recipe"]["lr"] == rates[r["arm"]] for r in result.runs if r["arm"] != ablations.UNTRAINED)
 
 
 def reproduce_logged_run(name: str, arm: str, folder, capsys) -> None:
