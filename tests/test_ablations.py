@@ -289,6 +289,27 @@ def test_a_logged_run_of_chapter_13_is_reproduced_by_its_commands(cache, tmp_pat
     reproduce_logged_run("sentence-objectives", "mlm", tmp_path, capsys)
 
 
+def test_the_shipped_3300_step_logs_of_chapter_13_pass_their_preconditions():
+    """Five seeds of every arm and of the untrained control, current; every arm beats the untrained
+    control on each downstream score, has left the unigram plateau, and the NSP and SOP arms' heads
+    have learned their tasks (mini_bert/results/plan-3300.md); the arms ran at the sweep's rates."""
+    name = ablations.SENTENCE_OBJECTIVES_3300.name
+    assert_shipped_ablation_logs(name, min_seeds=5, swept=True)
+    result = ablations.load_ablation(name)
+    assert not [str(p) for p in ablations.preconditions(result) if not p.holds]
+    assert {p.arm for p in ablations.preconditions(result) if "learned" in p.what} == {"nsp", "sop"}
+
+
+def test_a_logged_3300_step_run_of_chapter_13_replays_its_first_window():
+    """The MLM arm's seed 0 trained again for the first twentieth of its 3,300 steps: its logged
+    window mean comes back (a whole run is 11 minutes; `provenance` checks every arm's prefix)."""
+    name = ablations.SENTENCE_OBJECTIVES_3300.name
+    logged = next(r for r in ablations.read_scores(ablations.scores_path(name, "cpu"))["runs"]
+                  if (r["arm"], r["seed"]) == ("mlm", 0))
+    rows = ablations.replay_run(ablations.SENTENCE_OBJECTIVES_3300, "mlm", 0, logged["curve"], windows=1)
+    assert [r["step"] for r in rows] == [165] and all(r["close"] for r in rows), rows
+
+
 def test_the_command_line_lists_the_experiment_and_refuses_bad_seeds(capsys):
     from mini_bert.__main__ import main
 

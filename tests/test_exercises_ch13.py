@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from mini_bert import BertConfig, BertForPreTraining
-from mini_bert.exercises import check_paired_interval, check_pretraining_loss, check_segment_masks
-from mini_bert.train.stats import student_t_quantile
+from mini_bert.exercises import check_paired_interval, check_pretraining_loss, check_segment_masks, check_verdict
+from mini_bert.train.stats import paired_difference, student_t_quantile
 from conftest import rejects
 
 
@@ -125,3 +125,60 @@ def test_paired_interval_rejects_wrong_answers(capsys):
     for wrong, hint in [(normal, "not the normal 1.96"), (population_std, "divides by n - 1"),
                         (unpaired, "not of two separate means"), (all_seeds, "over the seeds both dicts have")]:
         rejects(check_paired_interval(wrong), hint, capsys, mark="WRONG:")
+
+
+# ---- exercise 4: the verdict ------------------------------------------------------------------
+
+def verdict(arm, baseline, margin):
+    d95, d90 = paired_difference(arm, baseline, 0.95), paired_difference(arm, baseline, 0.90)
+    if d95.detectable:
+        return "different"
+    if -margin <= d90.ci_low and d90.ci_high <= margin:
+        return "equivalent"
+    return "inconclusive"
+
+
+def test_verdict_accepts_the_rule_and_its_cases_cover_every_branch(capsys):
+    from mini_bert.exercises.ch13 import _VERDICT_CASES
+    from mini_bert.train.stats import verdict as reference
+
+    assert check_verdict(verdict) is True
+    assert "check_verdict: all 6 checks passed." in capsys.readouterr().out
+    kinds = [reference(arm, base, margin).kind for arm, base, margin, _ in _VERDICT_CASES]
+    assert kinds == ["different", "equivalent", "inconclusive", "different", "equivalent", "different"]
+    # the fourth is detected inside the margin; the fifth is inside it at 90% and not at 95%
+    small = paired_difference(*_VERDICT_CASES[3][:2], 0.90)
+    assert -0.02 <= small.ci_low and small.ci_high <= 0.02
+    wide = paired_difference(*_VERDICT_CASES[4][:2], 0.95)
+    assert wide.ci_high > 0.02 and not wide.detectable
+
+
+def test_verdict_rejects_the_usual_misreadings(capsys):
+    def not_different_is_equivalent(arm, baseline, margin):
+        return "different" if paired_difference(arm, baseline).detectable else "equivalent"
+
+    def equivalence_first(arm, baseline, margin):
+        d90 = paired_difference(arm, baseline, 0.90)
+        if -margin <= d90.ci_low and d90.ci_high <= margin:
+            return "equivalent"
+        return verdict(arm, baseline, margin)
+
+    def ninety_five_for_both(arm, baseline, margin):
+        d95 = paired_difference(arm, baseline, 0.95)
+        if d95.detectable:
+            return "different"
+        return "equivalent" if -margin <= d95.ci_low and d95.ci_high <= margin else "inconclusive"
+
+    def paired_by_position(arm, baseline, margin):
+        return verdict(dict(enumerate(arm.values())), dict(enumerate(baseline.values())), margin)
+
+    def says_yes(arm, baseline, margin):
+        return True
+
+    for wrong, hint in [(not_different_is_equivalent, "'not different' is not 'equivalent'"),
+                        (equivalence_first, "ask 'different' first"),
+                        (ninety_five_for_both, "reads the 90% interval"),
+                        (paired_by_position, "over the seeds both dicts have"),
+                        (says_yes, "return one of")]:
+        rejects(check_verdict(wrong), hint, capsys, mark="WRONG:")
+

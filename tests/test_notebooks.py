@@ -296,7 +296,7 @@ def test_chapter_numbering_of_exercises():
 FIGURE_CAPTION = re.compile(r"^\*\*Figure (\d+)\.(\d+)\.\*\* \S")
 # Chapters rewritten soon on new experiment logs; their figures are captioned then (strict: a
 # chapter that passes must leave the list).
-CAPTIONS_PENDING = {"11_roberta", "12_albert", "13_sop_vs_nsp", "15_equal_compute"}
+CAPTIONS_PENDING = {"11_roberta", "12_albert", "15_equal_compute"}
 
 
 def shown_figure_cells(nb):
@@ -331,7 +331,7 @@ def test_figures_have_a_number_a_caption_and_alt_text(path):
 # each with its glued number, in a "What we found" box (issue 27). Chapters rewritten soon on new
 # logs get theirs then (strict: a chapter that passes must leave the list).
 FOUND = re.compile(r"^`{3,}\{admonition\} What we found\n(?::[\w-]+:[^\n]*\n)*\n(.*?)^`{3,}$", re.M | re.S)
-FOUND_PENDING = {"11_roberta", "12_albert", "13_sop_vs_nsp", "15_equal_compute"}
+FOUND_PENDING = {"11_roberta", "12_albert", "15_equal_compute"}
 
 
 @pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(

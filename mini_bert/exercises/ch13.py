@@ -184,3 +184,67 @@ def _t975(df: int) -> float:
     from ..train.stats import student_t_quantile
 
     return student_t_quantile(0.975, df)
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 4: the verdict on a paired difference
+# --------------------------------------------------------------------------------------------
+
+# (arm, baseline, margin, case): each case is one branch of the rule (tests/test_exercises_ch13.py
+# checks which), in the order a wrong answer most often fails it
+_VERDICT_CASES = [
+    ({0: 0.650, 1: 0.662, 2: 0.641, 3: 0.657, 4: 0.650}, {0: 0.600, 1: 0.602, 2: 0.596, 3: 0.602, 4: 0.598},
+     0.02, "a clear gain"),
+    ({0: 0.502, 1: 0.499, 2: 0.501, 3: 0.500, 4: 0.498}, {0: 0.500, 1: 0.500, 2: 0.500, 3: 0.500, 4: 0.500},
+     0.02, "a difference bounded inside the margin"),
+    ({0: 0.530, 1: 0.480, 2: 0.540, 3: 0.490, 4: 0.510}, {0: 0.500, 1: 0.500, 2: 0.500, 3: 0.500, 4: 0.500},
+     0.02, "too noisy to say"),
+    ({0: 0.3040, 1: 0.3050, 2: 0.3045, 3: 0.3042, 4: 0.3048}, {0: 0.300, 1: 0.300, 2: 0.300, 3: 0.300, 4: 0.300},
+     0.02, "a small difference, detected"),
+    ({0: 0.519, 1: 0.489, 2: 0.521, 3: 0.495, 4: 0.501}, {0: 0.500, 1: 0.500, 2: 0.500, 3: 0.500, 4: 0.500},
+     0.02, "inside the margin at 90%, not at 95%"),
+    ({0: 0.650, 1: 0.662, 2: 0.641, 9: 0.100}, {0: 0.600, 1: 0.602, 2: 0.596, 7: 0.900},
+     0.02, "seeds 0-2 in both, 7 and 9 not"),
+]
+_KINDS = ("different", "equivalent", "inconclusive")
+
+
+def check_verdict(verdict) -> bool:
+    """Check verdict(arm, baseline, margin) -> "different", "equivalent" or "inconclusive": the
+    book's rule on the paired difference arm - baseline (dicts seed -> value, paired on the seeds
+    both have): different when its 95% interval excludes 0, else equivalent when its 90% interval
+    lies inside [-margin, +margin], else inconclusive."""
+    from ..train.stats import paired_difference, verdict as reference
+
+    passed: list[str] = []
+    fail = functools.partial(fail_check, "check_verdict", passed)
+    for arm, baseline, margin, case in _VERDICT_CASES:
+        want = reference(arm, baseline, margin).kind
+        got, err = call_safely(verdict, dict(arm), dict(baseline), margin)
+        if err:
+            return fail(f"{case}: verdict raised {err}", "it takes two dicts {seed: value} and the margin.")
+        if got not in _KINDS:
+            return fail(f"{case}: returned {got!r}", f"return one of {', '.join(map(repr, _KINDS))}.")
+        if got == want:
+            passed.append(f"{case}: {got}")
+            continue
+        d95, d90 = paired_difference(arm, baseline, 0.95), paired_difference(arm, baseline, 0.90)
+        inside95 = -margin <= d95.ci_low and d95.ci_high <= margin
+        if want == "different" and got == "equivalent":
+            hint = ("ask 'different' first: a difference whose 95% interval excludes 0 is detected, even when "
+                    "it is smaller than the margin.")
+        elif want == "inconclusive" and got == "equivalent":
+            hint = ("'not different' is not 'equivalent': the interval must also lie inside the margin, or the "
+                    "data cannot rule out a difference larger than it.")
+        elif want == "equivalent" and got == "inconclusive" and not inside95:
+            hint = "equivalence reads the 90% interval (two one-sided tests at 5% each), not the 95% one."
+        elif want == "different" and got != "different" and len(arm) != len(set(arm) & set(baseline)):
+            hint = "pair the values by seed, over the seeds both dicts have."
+        elif want == "different":
+            hint = ("pair the values by seed: the interval of the differences arm[s] - baseline[s], whose "
+                    "95% interval here excludes 0.")
+        else:
+            hint = (f"the 95% interval is [{d95.ci_low:+.4f}, {d95.ci_high:+.4f}], the 90% interval "
+                    f"[{d90.ci_low:+.4f}, {d90.ci_high:+.4f}], the margin ±{margin:g}.")
+        return fail(f"{case}: got {got!r}, expected {want!r}", hint)
+    return report_checks("check_verdict", [], passed)
