@@ -295,9 +295,9 @@ def test_the_shipped_3300_step_logs_of_chapter_13_pass_their_preconditions():
     have learned their tasks (mini_bert/results/plan-3300.md); the arms ran at the sweep's rates."""
     name = ablations.SENTENCE_OBJECTIVES_3300.name
     assert_shipped_ablation_logs(name, min_seeds=5, swept=True)
-    result = ablations.load_ablation(name)
-    assert not [str(p) for p in ablations.preconditions(result) if not p.holds]
-    assert {p.arm for p in ablations.preconditions(result) if "learned" in p.what} == {"nsp", "sop"}
+    found = ablations.preconditions(ablations.load_ablation(name))
+    assert not [str(p) for p in found if not p.holds]
+    assert {p.arm for p in found if "learned" in p.what} == {"nsp", "sop"}
 
 
 def test_a_logged_3300_step_run_of_chapter_13_replays_its_first_window():
