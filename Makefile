@@ -30,8 +30,9 @@ book: install
 provenance: install
 	$(BIN)/python -m mini_bert provenance --no-progress
 
+# --durations: the slowest tests, named in CI's log, where its time goes.
 unit: install
-	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadscope
+	$(BIN)/python -m pytest tests -n $(JOBS) --dist loadscope --durations=15
 
 # Build the cached artifacts the chapters share once, before two notebooks race to build them:
 # the vocabularies, and the book's pretrained tiny BERT. A copy of that model ships with the package

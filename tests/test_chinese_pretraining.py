@@ -184,3 +184,37 @@ def test_the_zh_masking_rates_are_its_shipped_sweeps_choice():
     assert study.chosen_lr == chosen_rates(shipped) == {"character": 2e-3, "whole-word": 2e-3}
     for arm, lr in study.chosen_lr.items():
         assert cp.study_recipe(study, arm, "cpu", 0) == cp.study_recipe(sweep, sweep_arm(arm, lr), "cpu", 0)
+
+
+def test_the_verdicts_read_the_plans_comparisons_with_the_baselines_paired_by_seed(monkeypatch):
+    """comparisons(): whole words - characters on the four scores at the plan's margins, each arm - its
+    task's best control; the controls are the mean over each seed's fine-tuning draws."""
+    found = {(c.arm, c.baseline, c.metric): c.margin for c in cp.comparisons()}
+    assert {m: found["whole-word", "character", m] for m in cp.VERDICT_SCORES} == {
+        "test.mlm@128.accuracy": 0.005, "test.words@128.recovery": 0.005,
+        "test.zh_sentiment.accuracy": 0.02, "test.zh_entities.entity_f1": 0.02}
+    assert found["character", "bag of characters", "test.zh_sentiment.accuracy"] == 0.02
+    assert found["whole-word", "character tagger", "test.zh_entities.entity_f1"] == 0.02
+    draws = []
+
+    def baselines(tokenizer, labels, seeds, max_length):
+        draws.append((labels, list(seeds), max_length))
+        return {d: {"zh_sentiment.characters.accuracy": d / 10_000, "zh_entities.characters.entity_f1": 0.1}
+                for d in seeds}
+
+    monkeypatch.setattr(cp.chinese_tasks, "baselines", baselines)
+    monkeypatch.setattr(cp, "zh_tokenizer", lambda: None)
+    records = cp.baseline_records([0, 1])
+    assert draws == [(1000, [0, 1000, 2000, 1, 1001, 2001], 128)]
+    assert records[0] == {"arm": "bag of characters", "seed": 0,
+                          "metrics": {"test.zh_sentiment.accuracy": pytest.approx(0.1)}}
+    assert records[2]["metrics"] == {"test.zh_sentiment.accuracy": pytest.approx(0.1001)}
+    runs = [{"arm": arm, "seed": s, "metrics": {"test.zh_sentiment.accuracy": 0.1 + s / 10_000 + lift}}
+            for s in range(3) for arm, lift in (("character", 0.05), ("whole-word", 0.0))]
+    result = grids.GridResult(cp.ZH_MASKING, "cpu", runs)
+    read = {(c.arm, c.baseline, c.metric): v for c, v in cp.verdicts(result)}
+    assert read["character", "bag of characters", "test.zh_sentiment.accuracy"].difference.mean == pytest.approx(0.05)
+    assert read["whole-word", "character", "test.zh_sentiment.accuracy"].kind == "different"
+    assert read["whole-word", "character", "test.mlm@128.accuracy"].difference.n == 0  # no such scores here
+    with pytest.raises(ValueError, match="label budgets differ"):
+        cp.baseline_records([0], cp.Downstream(runs={"a": {"labels": 1}, "b": {"labels": 2}}))

@@ -64,10 +64,16 @@ def test_the_chinese_tasks_load_by_name_and_their_controls_score(tokenizer):
     entities = load_task(ct.ENTITIES, tokenizer, 128, labels=50, seed=0, max_eval=30)
     assert entities.head == "token" and entities.extra is ct.entity_scores
     assert len(entities.train) >= 50  # long paragraphs make several rows
-    found = ct.baselines(tokenizer, labels=1000, seed=0)
+    found = ct.baselines(tokenizer, labels=1000, seeds=0)
     assert 0.5 < found["zh_sentiment.majority.accuracy"] < 0.6  # the two classes are near balanced
     assert found["zh_sentiment.characters.accuracy"] > found["zh_sentiment.majority.accuracy"] + 0.2
     assert found["zh_entities.all_o.entity_f1"] == 0.0 and found["zh_entities.all_o.accuracy"] > 0.8
     assert 0.0 < found["zh_entities.characters.entity_f1"] < 1.0
     with pytest.raises(ValueError, match="unknown task 'zh-nope'; the tasks are: .*zh-sentiment, zh-entities"):
         run_settings(task="zh-nope")
+    # Several draws at once (the test splits encoded once) give each draw what it gives alone, and the
+    # draws differ: a control is paired with the fine-tuning runs of the same draw.
+    many = ct.baselines(tokenizer, labels=1000, seeds=[1000, 0])
+    assert list(many) == [1000, 0] and many[0] == found
+    assert many[1000]["zh_sentiment.characters.accuracy"] != found["zh_sentiment.characters.accuracy"]
+    assert many[1000]["zh_entities.all_o.accuracy"] == found["zh_entities.all_o.accuracy"]  # no training

@@ -801,6 +801,18 @@ def test_a_verdict_follows_the_rule_stated_before_the_runs():
             stats.verdict(near, base, margin)
 
 
+def test_compare_reads_each_comparison_from_records_paired_by_seed():
+    records = [{"arm": "a", "seed": s, "metrics": {"m": v}} for s, v in {0: 0.35, 1: 0.36, 2: 0.37}.items()]
+    records += [{"arm": "b", "seed": s, "metrics": {"m": v}} for s, v in {0: 0.30, 1: 0.32, 2: 0.31, 3: 0.9}.items()]
+    records.append({"arm": "a", "seed": 3, "metrics": {"other": 1.0}})  # without the metric: not a value
+    assert stats.values_by_seed(records, "a", "m") == {0: 0.35, 1: 0.36, 2: 0.37}
+    assert stats.values_by_seed(records, "c", "m") == {}
+    c = stats.Comparison("m", "a", "b", 0.02, "does a beat b?")
+    [(same, found)] = stats.compare([c], records)
+    assert same is c and found.difference.seeds == [0, 1, 2]  # seed 3 has no pair
+    assert str(found) == str(stats.verdict({0: 0.35, 1: 0.36, 2: 0.37}, {0: 0.30, 1: 0.32, 2: 0.31}, 0.02))
+
+
 def test_a_rate_sweep_runs_every_arm_at_its_own_rate_times_the_factors():
     experiment = Experiment("swept", "two arms", {"a": {}, "b": {"lr": 4e-3, "mask_ratio": 0.15}}, "a",
                             {"cpu": TINY_RECIPE.replace(lr=1e-3), "gpu": TINY_RECIPE})

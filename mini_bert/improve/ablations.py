@@ -56,7 +56,7 @@ from ..train.loop import train
 from ..train.pretraining import build_model, pretrain
 from ..train.recipe import Recipe
 from ..train.runs import flatten_metrics, heldout_slices, nested_metric, run, score
-from ..train.stats import Verdict, mean_std, paired_difference, verdict
+from ..train.stats import Verdict, mean_std, paired_difference, values_by_seed, verdict
 
 SCORES_FORMAT = "mini_bert-ablation-scores/1"
 ABLATION_CODE = ("improve.ablations",)  # the code version of a scores log: this module and all it imports
@@ -609,7 +609,7 @@ class Precondition:
 
 def by_seed(result: GridResult, arm: str, metric: str) -> dict[int, float]:
     """{seed: value} of `metric` in the runs of `arm` that have it (none: {})."""
-    return {r["seed"]: r["metrics"][metric] for r in result.runs if r["arm"] == arm and metric in r["metrics"]}
+    return values_by_seed(result.runs, arm, metric)
 
 
 def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VERDICTS) -> list[Precondition]:

@@ -34,7 +34,7 @@ from ..build.examples import Collator
 from ..build.masking import MaskingConfig, SpecialTokens
 from ..build.objectives import IGNORE_INDEX, MaskedLM
 from ..build.tokenization import VOCAB_FORMAT, WordPieceTokenizer, recipe_key, train_wordpiece
-from ..improve.ablations import (Downstream, downstream_scores, replay_training,
+from ..improve.ablations import (REPEAT_STRIDE, Downstream, downstream_scores, replay_training,
                                 split_downstream_counts, training_curve)
 from ..core.cache import cache_dir, cache_key, cached_artifact, code_version, sha256_file
 from ..train.checkpoint import load_checkpoint, save_checkpoint
@@ -48,6 +48,7 @@ from ..train.loop import train
 from ..train.pretraining import build_model
 from ..train.recipe import Recipe
 from ..train.runs import chosen_steps
+from ..train.stats import Comparison, Verdict, compare
 from . import chinese, chinese_tasks
 from .multilingual import check_coverage
 
@@ -259,6 +260,47 @@ ZH_MASKING = register_study(Experiment(
 
 # chosen on held-out MLM (masked characters, the targets both arms share): no downstream runs
 lr_sweep(ZH_MASKING, register_as=register_study, metrics=ZH_MASKING.metrics[:3])
+
+# What the chapter reads, fixed by the plan before the runs: the four scores of every verdict and
+# their margins (0.005 of held-out masked accuracy, 0.02 of a task's score), and each task's best
+# control that does not read context (chinese_tasks.baselines).
+VERDICT_SCORES = {"test.mlm@128.accuracy": 0.005, "test.words@128.recovery": 0.005,
+                  "test.zh_sentiment.accuracy": 0.02, "test.zh_entities.entity_f1": 0.02}
+BEST_BASELINE = {"test.zh_sentiment.accuracy": ("bag of characters", "zh_sentiment.characters.accuracy"),
+                 "test.zh_entities.entity_f1": ("character tagger", "zh_entities.characters.entity_f1")}
+
+
+def comparisons(study: Experiment = ZH_MASKING) -> list[Comparison]:
+    """The plan's comparisons: whole words - characters on each score, and each arm - its task's
+    best baseline (the preconditions, each arm against the untrained model, are
+    ablations.preconditions(result, VERDICT_SCORES))."""
+    out = [Comparison(metric, "whole-word", "character", margin, f"whole words - characters on {metric}")
+           for metric, margin in VERDICT_SCORES.items()]
+    out += [Comparison(metric, arm, name, VERDICT_SCORES[metric], f"{arm} - the {name} on {metric}")
+            for arm in study.arms for metric, (name, _) in BEST_BASELINE.items()]
+    return out
+
+
+def baseline_records(seeds: Sequence[int], downstream: Downstream = ZH_DOWNSTREAM) -> list[dict]:
+    """The best baselines as records of the log's shape, one per pretraining seed: each the mean over
+    that seed's fine-tuning draws (seed + REPEAT_STRIDE * k), as a checkpoint's score is, so that
+    arm - baseline pairs by seed."""
+    labels = {run["labels"] for run in downstream.runs.values()}
+    if len(labels) != 1:
+        raise ValueError(f"the tasks' label budgets differ ({sorted(labels)}): one draw per seed cannot serve both")
+    draws = {seed: [seed + REPEAT_STRIDE * k for k in range(downstream.repeats)] for seed in seeds}
+    found = chinese_tasks.baselines(zh_tokenizer(), labels.pop(), [d for ds in draws.values() for d in ds],
+                                    max_length=downstream.runs["zh_entities"]["max_length"])
+    return [{"arm": name, "seed": seed,
+             "metrics": {metric: sum(found[d][key] for d in ds) / len(ds)}}
+            for seed, ds in draws.items() for metric, (name, key) in BEST_BASELINE.items()]
+
+
+def verdicts(result: GridResult) -> list[tuple[Comparison, Verdict]]:
+    """comparisons() read from a zh-masking log (load_study) and the baselines of its seeds."""
+    seeds = sorted({r["seed"] for r in result.runs})
+    return compare(comparisons(result.experiment), [*result.runs, *baseline_records(seeds)])
+
 
 # ============================================================================================
 # One run, its fingerprint, the log

@@ -133,32 +133,43 @@ register_task(ENTITIES, load_entities)
 # --------------------------------------------------------------------------------------------
 
 
-def character_tagger(task: Task) -> dict[str, float]:
+def character_tagger(train: TaskData, test: TaskData) -> dict[str, float]:
     """Each token's most frequent label in the training rows (unseen tokens: "O"), scored on test."""
     counts: dict[int, collections.Counter] = collections.defaultdict(collections.Counter)
-    for ids, labels in zip(task.train.input_ids.tolist(), task.train.labels.tolist()):
+    for ids, labels in zip(train.input_ids.tolist(), train.labels.tolist()):
         for token, label in zip(ids, labels):
             if label != IGNORE_INDEX:
                 counts[token][label] += 1
     best = {token: c.most_common(1)[0][0] for token, c in counts.items()}
-    predictions = torch.tensor([[best.get(t, LABEL_IDS["O"]) for t in row] for row in task.test.input_ids.tolist()])
-    predictions[task.test.labels == IGNORE_INDEX] = IGNORE_INDEX
-    return {**scores(predictions, task.test.labels, task.num_labels), **entity_scores(predictions, task.test.labels)}
+    predictions = torch.tensor([[best.get(t, LABEL_IDS["O"]) for t in row] for row in test.input_ids.tolist()])
+    predictions[test.labels == IGNORE_INDEX] = IGNORE_INDEX
+    return {**scores(predictions, test.labels, len(LABEL_IDS)), **entity_scores(predictions, test.labels)}
 
 
-def baselines(tokenizer, labels: int, seed: int, max_length: int = 128) -> dict[str, float]:
-    """The controls of both tasks on `labels` training examples drawn with `seed` (the same draw
-    as a fine-tuning run of that seed), scored on test: "{task}.{control}.{measure}"."""
-    out = {}
-    sentiment = load_sentiment(tokenizer, max_length, labels=labels, seed=seed)
-    for control, found in (("majority", majority_baseline(sentiment.train.labels, sentiment.test.labels, 2)),
-                           ("characters", tfidf_baseline(sentiment.examples["train"], sentiment.examples["test"], 2,
-                                                         seed=seed, analyzer="char"))):
-        out.update({f"zh_sentiment.{control}.{k}": float(v) for k, v in found.items() if k != "targets"})
-    entities = load_entities(tokenizer, max_length, labels=labels, seed=seed)
-    outside = torch.where(entities.test.labels == IGNORE_INDEX, IGNORE_INDEX, LABEL_IDS["O"])
-    for control, found in (("all_o", {**scores(outside, entities.test.labels, entities.num_labels),
-                                       **entity_scores(outside, entities.test.labels)}),
-                           ("characters", character_tagger(entities))):
-        out.update({f"zh_entities.{control}.{k}": float(v) for k, v in found.items() if k != "targets"})
-    return out
+def baselines(tokenizer, labels: int, seeds: int | Sequence[int], max_length: int = 128) -> dict:
+    """The controls of both tasks on `labels` training examples drawn with each seed (the same draw
+    as a fine-tuning run of that seed), scored on test: {"{task}.{control}.{measure}": value} for
+    one seed, {seed: that dict} for a list of seeds (the test splits are read and encoded once)."""
+    many = not isinstance(seeds, int)
+    reviews = {s: sentiment_examples(s) for s in ("train", "test")}
+    paragraphs = {s: chinese.entity_examples(s) for s in ("train", "test")}
+    test_reviews = torch.tensor([label for _, label in reviews["test"]])
+    test_rows = encode_entities(tokenizer, paragraphs["test"], max_length)
+    outside = torch.where(test_rows.labels == IGNORE_INDEX, IGNORE_INDEX, LABEL_IDS["O"])
+    all_o = {**scores(outside, test_rows.labels, len(LABEL_IDS)), **entity_scores(outside, test_rows.labels)}
+    found = {}
+    for seed in (seeds if many else [seeds]):
+        drawn = subsample(reviews["train"], labels, seed, "reviews")
+        train_rows = encode_entities(tokenizer, subsample(paragraphs["train"], labels, seed, "paragraphs"),
+                                     max_length)
+        out = {}
+        for task, control, scored in (
+                ("zh_sentiment", "majority",
+                 majority_baseline(torch.tensor([label for _, label in drawn]), test_reviews, 2)),
+                ("zh_sentiment", "characters",
+                 tfidf_baseline(drawn, reviews["test"], 2, seed=seed, analyzer="char")),
+                ("zh_entities", "all_o", all_o),
+                ("zh_entities", "characters", character_tagger(train_rows, test_rows))):
+            out.update({f"{task}.{control}.{k}": float(v) for k, v in scored.items() if k != "targets"})
+        found[seed] = out
+    return found if many else found[seeds]

@@ -30,7 +30,7 @@ from ..train.finetune_runs import labels_epochs
 from ..train.finetune_runs import run_settings
 from ..train.finetuning import FinetuneConfig
 from ..train.grids import SCALES
-from ..train.stats import Verdict, verdict
+from ..train.stats import Comparison, Verdict, compare
 from . import domain  # noqa: F401  (registers the truecase tasks inside and outside the domain)
 from .distillation import DistillConfig
 
@@ -171,15 +171,6 @@ ADAPTATION_DOWNSTREAM = {
 # ============================================================================================
 
 
-@dataclass(frozen=True)
-class Comparison:
-    metric: str
-    arm: str
-    baseline: str
-    margin: float
-    question: str
-
-
 @dataclass
 class SpecialisedStudy:
     name: str
@@ -309,8 +300,4 @@ for _settings in ADAPTATION_DOWNSTREAM.values():  # the domain's truecase tasks 
 def verdicts(study: SpecialisedStudy, records: Sequence[dict]) -> list[tuple[Comparison, Verdict]]:
     """Each comparison of `study` on a log's records ({"arm", "seed", "metrics"}), by the book's
     rule (mini_bert.train.stats.verdict: different / equivalent within the margin / inconclusive)."""
-    def by_seed(arm: str, metric: str) -> dict[int, float]:
-        return {r["seed"]: r["metrics"][metric] for r in records if r["arm"] == arm and metric in r["metrics"]}
-
-    return [(c, verdict(by_seed(c.arm, c.metric), by_seed(c.baseline, c.metric), c.margin))
-            for c in study.comparisons]
+    return compare(study.comparisons, records)

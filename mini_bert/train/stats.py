@@ -8,7 +8,9 @@ paired differences leave out much of the seed-to-seed noise.
 - `paired_difference`: arm - baseline over the seeds both have, with its Student-t confidence
   interval, and whether that interval excludes 0 ("detectable");
 - `verdict`: a paired difference read by the rule fixed before the runs (mini_bert/results/plan-3300.md):
-  different, equivalent within a margin, or inconclusive.
+  different, equivalent within a margin, or inconclusive;
+- `Comparison` and `compare`: the comparisons a chapter reads, each with its margin stated before
+  the runs, read from a log's records ({"arm", "seed", "metrics"}) by that rule.
 """
 from __future__ import annotations
 
@@ -88,6 +90,30 @@ def verdict(arm: dict[int, float], baseline: dict[int, float], margin: float) ->
     else:
         kind = INCONCLUSIVE
     return Verdict(kind, margin, d95, (d90.ci_low, d90.ci_high))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One paired comparison a chapter reads, fixed before the runs: arm - baseline on `metric`,
+    within `margin`, and the question it answers (a precondition's question starts with
+    "precondition")."""
+
+    metric: str
+    arm: str
+    baseline: str
+    margin: float
+    question: str
+
+
+def values_by_seed(records: Sequence[dict], arm: str, metric: str) -> dict[int, float]:
+    """{seed: value} of `metric` in the records of `arm` that have it (none: {})."""
+    return {r["seed"]: r["metrics"][metric] for r in records if r["arm"] == arm and metric in r["metrics"]}
+
+
+def compare(comparisons: Sequence[Comparison], records: Sequence[dict]) -> list[tuple[Comparison, Verdict]]:
+    """Each comparison read from `records` by the rule (`verdict`), paired by seed."""
+    return [(c, verdict(values_by_seed(records, c.arm, c.metric), values_by_seed(records, c.baseline, c.metric),
+                        c.margin)) for c in comparisons]
 
 
 def student_t_quantile(p: float, df: float) -> float:
