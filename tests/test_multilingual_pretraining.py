@@ -3,6 +3,7 @@ training text, retrieval's ranks, and a whole study log (tiny model) that resume
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -90,3 +91,39 @@ def test_a_multilingual_study_log_resumes_and_its_fingerprints_pass(cache, tmp_p
     assert provenance.log_kind(log) == "multilingual"
     now = provenance.fingerprint_logs([path], jobs=1, progress=False)["fingerprints"][str(path)]
     assert provenance.problems_of(path, now) == []
+
+
+def test_the_controls_score_what_spelling_and_topic_counts_alone_give():
+    """The English bag of words and the majority topic on each seed's three English label draws,
+    tested in three languages; character trigrams and a random ranking for retrieval."""
+    topics = mp.topic_control_scores(0)
+    bag, majority = topics[mp.BAG_OF_WORDS], topics[mp.MAJORITY]
+    assert set(bag) == set(majority) == {f"test.topic_{lang}.accuracy" for lang in ("en", "fr", "es")}
+    assert bag["test.topic_en.accuracy"] > majority["test.topic_en.accuracy"] + 0.3  # it reads English
+    assert all(0.0 < v < bag["test.topic_en.accuracy"] for k, v in bag.items() if "_en." not in k)
+    assert mp.topic_control_scores(1000)[mp.BAG_OF_WORDS] != bag  # another seed, other draws
+    chance = mp.random_ranking_scores()
+    for lang in mp.FOREIGN:
+        n = len(mp.twin_pairs(lang))
+        assert chance[f"test.retrieval_{lang}.top1"] == pytest.approx(1 / n)
+        assert chance[f"test.retrieval_{lang}.candidates"] == n > 100
+        assert 1 / n < chance[f"test.retrieval_{lang}.mrr"] < 2 * (1 + math.log(n)) / n
+    spelled = mp.trigram_retrieval_scores()
+    assert all(spelled[f"test.retrieval_{lang}.top1"] > 0.5 for lang in mp.FOREIGN)  # names and numbers
+
+
+def test_the_verdicts_read_the_plans_comparisons_paired_by_seed(monkeypatch):
+    found = {(c.arm, c.baseline, c.metric): c.margin for c in mp.comparisons()}
+    assert found["en-fr-es", "en-only", "test.mlm_en@128.accuracy"] == 0.005
+    assert found["en-fr-es-zh", "en-fr-es", "test.topic_fr.accuracy"] == 0.02
+    assert found["en-fr-es", mp.BAG_OF_WORDS, "test.topic_es.accuracy"] == 0.02
+    assert found["en-fr-es-zh", mp.TRIGRAMS, "test.retrieval_fr.top1"] == 0.02
+    assert ("en-only", mp.BAG_OF_WORDS, "test.topic_fr.accuracy") not in found  # the question is the joint model
+    monkeypatch.setattr(mp, "baseline_records", lambda seeds: [
+        {"arm": mp.BAG_OF_WORDS, "seed": s, "metrics": {"test.topic_fr.accuracy": 0.2}} for s in seeds])
+    runs = [{"arm": arm, "seed": s, "metrics": {"test.topic_fr.accuracy": value + s / 1000}}
+            for s in range(3) for arm, value in (("en-only", 0.25), ("en-fr-es", 0.30), ("en-fr-es-zh", 0.30))]
+    read = {(c.arm, c.baseline, c.metric): v for c, v in mp.verdicts(mp.GridResult(mp.MULTILINGUAL, "cpu", runs))}
+    assert read["en-fr-es", "en-only", "test.topic_fr.accuracy"].difference.mean == pytest.approx(0.05)
+    assert read["en-fr-es", mp.BAG_OF_WORDS, "test.topic_fr.accuracy"].kind == "different"
+    assert read["en-fr-es-zh", "en-fr-es", "test.topic_fr.accuracy"].kind == "equivalent"

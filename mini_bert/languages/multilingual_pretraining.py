@@ -16,6 +16,10 @@ The plan, fixed before any run: mini_bert/results/plan-chinese.md ("One model, m
   with the prediction restricted to its 8 mapped topics); retrieval without parallel data: each
   French (Spanish) test article's English twin ranked among the English twins by the cosine of
   frozen mean-pooled vectors ("test.retrieval_{lang}.top1", ".mrr").
+- The controls (`baseline_records`), paired with the runs by seed: the English bag of words and the
+  majority topic on the same English label draws; character-trigram TF-IDF (spelling alone) and a
+  random ranking for retrieval. `comparisons()` and `verdicts(result)`: the plan's comparisons, read
+  by the book's rule (mini_bert.train.stats).
 """
 from __future__ import annotations
 
@@ -32,9 +36,9 @@ import torch
 from ..build import data
 from ..build.tokenization import VOCAB_FORMAT, WordPieceTokenizer, default_tokenizer, recipe_key
 from ..core.cache import cached_artifact, code_version, sha256_file
-from ..improve.ablations import replay_training, training_curve
+from ..improve.ablations import REPEAT_STRIDE, replay_training, training_curve
 from ..train.batches import recipe_batches, unigram_token
-from ..train.finetuning import FinetuneConfig, batched_logits, finetune, make_head
+from ..train.finetuning import FinetuneConfig, batched_logits, finetune, make_head, tfidf_baseline
 from ..train.fingerprint import (PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
                                  rounded, update_norm)
 from ..train.grids import (UNTRAINED, Experiment, GridResult, Registry, load_study_log, lr_sweep, run_study,
@@ -43,6 +47,7 @@ from ..train.loop import train
 from ..train.pretraining import build_model
 from ..train.recipe import Recipe
 from ..train.runs import chosen_steps, flatten_metrics, score
+from ..train.stats import Comparison, Verdict, compare
 from ..train.tasks import encode_texts, subsample
 from . import chinese
 from .multilingual import XLMR_ALPHA, joint_vocabulary, sample_texts, words_in
@@ -129,8 +134,7 @@ def language_scores(model, tokenizer, unigram: int, languages: Sequence[str], li
 
 
 TOPIC_RUN = {"labels": 1000, "max_length": 64, "strategy": "full", "lr": 1e-3, "epochs": 4, "patience": 3}
-REPEATS = 3
-REPEAT_STRIDE = 1000
+REPEATS = 3  # fine-tuning seeds seed + REPEAT_STRIDE * k, as Part III's downstream runs
 
 
 def topic_examples(lang: str, split: str, limit: int | None = None) -> list[tuple[str, int]]:
@@ -223,6 +227,88 @@ def retrieval_scores(encoder, tokenizer, limit: int | None = None) -> dict[str, 
         foreign = mean_vectors(encoder, tokenizer, [a for a, _ in pairs])
         english = mean_vectors(encoder, tokenizer, [b for _, b in pairs])
         out.update({f"test.retrieval_{lang}.{k}": v for k, v in rank_scores(foreign @ english.T).items()})
+    return out
+
+
+# ============================================================================================
+# The controls and the comparisons the chapter reads (plan-chinese.md, fixed before the runs)
+# ============================================================================================
+
+# Margins: 0.005 of held-out masked accuracy, 0.02 of a topic accuracy (zero-shot included) and of
+# retrieval top-1.
+VERDICT_SCORES = {"test.mlm_en@128.accuracy": 0.005, "test.topic_en.accuracy": 0.02, "test.topic_fr.accuracy": 0.02,
+                  "test.topic_es.accuracy": 0.02, "test.retrieval_fr.top1": 0.02, "test.retrieval_es.top1": 0.02}
+BAG_OF_WORDS, MAJORITY = "English bag of words", "majority class"
+TRIGRAMS, RANDOM = "character trigrams", "random ranking"
+
+
+def topic_control_scores(seed: int) -> dict[str, dict[str, float]]:
+    """The controls of the topic classifier on the English labels a fine-tuning seed draws, tested
+    in the three languages: {BAG_OF_WORDS: chapter 10's TF-IDF control (it can only use words
+    spelled alike across languages), MAJORITY: the most frequent drawn topic}, each the mean over
+    the seed's REPEATS draws, as transfer_scores reports a checkpoint."""
+    names = data.topic_labels()
+    runs: dict[str, dict[str, list[float]]] = {BAG_OF_WORDS: {}, MAJORITY: {}}
+    tests = {lang: topic_examples(lang, "test") for lang in ("en", *FOREIGN)}
+    for k in range(REPEATS):
+        draw = seed + REPEAT_STRIDE * k
+        drawn = subsample(topic_examples("en", "train"), TOPIC_RUN["labels"], draw, "articles")
+        majority = max(range(len(names)), key=[label for _, label in drawn].count)  # ties: the lowest id
+        for lang, test in tests.items():
+            key = f"test.topic_{lang}.accuracy"
+            runs[BAG_OF_WORDS].setdefault(key, []).append(
+                tfidf_baseline(drawn, test, len(names), seed=draw)["accuracy"])
+            runs[MAJORITY].setdefault(key, []).append(sum(label == majority for _, label in test) / len(test))
+    return {control: {key: sum(v) / len(v) for key, v in found.items()} for control, found in runs.items()}
+
+
+def trigram_retrieval_scores() -> dict[str, float]:
+    """Each foreign article's English twin ranked by the cosine of character-trigram TF-IDF vectors:
+    how far spelling alone (names, numbers, shared words) goes, without any model."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    out = {}
+    for lang in FOREIGN:
+        pairs = twin_pairs(lang)
+        vectorizer = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 3), sublinear_tf=True)
+        vectorizer.fit([text for pair in pairs for text in pair])
+        foreign, english = (torch.tensor(vectorizer.transform([p[i] for p in pairs]).toarray(), dtype=torch.float32)
+                            for i in (0, 1))
+        similarity = torch.nn.functional.normalize(foreign, dim=-1) @ torch.nn.functional.normalize(english, dim=-1).T
+        out.update({f"test.retrieval_{lang}.{k}": v for k, v in rank_scores(similarity).items()})
+    return out
+
+
+def random_ranking_scores() -> dict[str, float]:
+    """What a random ranking of the English twins scores on average: top-1 1/n, MRR H_n / n."""
+    out = {}
+    for lang in FOREIGN:
+        n = len(twin_pairs(lang))
+        out.update({f"test.retrieval_{lang}.top1": 1 / n, f"test.retrieval_{lang}.mrr": sum(1 / r for r in
+                    range(1, n + 1)) / n, f"test.retrieval_{lang}.candidates": float(n)})
+    return out
+
+
+def baseline_records(seeds: Sequence[int]) -> list[dict]:
+    """The controls as records of the log's shape, one per seed, so that arm - control pairs by seed
+    (the retrieval controls draw nothing: the same record every seed)."""
+    fixed = {TRIGRAMS: trigram_retrieval_scores(), RANDOM: random_ranking_scores()}
+    return [{"arm": control, "seed": seed, "metrics": metrics} for seed in seeds
+            for control, metrics in {**topic_control_scores(seed), **fixed}.items()]
+
+
+def comparisons() -> list[Comparison]:
+    """The plan's comparisons: en-fr-es - en-only and en-fr-es-zh - en-fr-es on every score; each
+    multilingual arm - the English bag of words on zero-shot topics and - character trigrams on
+    retrieval (each arm - untrained: ablations.preconditions(result, VERDICT_SCORES))."""
+    out = [Comparison(metric, arm, base, margin, f"{arm} - {base} on {metric}")
+           for arm, base in (("en-fr-es", "en-only"), ("en-fr-es-zh", "en-fr-es"))
+           for metric, margin in VERDICT_SCORES.items()]
+    for arm in ("en-fr-es", "en-fr-es-zh"):
+        out += [Comparison(f"test.topic_{lang}.accuracy", arm, BAG_OF_WORDS, 0.02, f"{arm} - the {BAG_OF_WORDS}")
+                for lang in FOREIGN]
+        out += [Comparison(f"test.retrieval_{lang}.top1", arm, TRIGRAMS, 0.02, f"{arm} - {TRIGRAMS}")
+                for lang in FOREIGN]
     return out
 
 
@@ -361,3 +447,9 @@ def study_grid(name: str, seeds: int | Sequence[int] = 5, *, scale: str = "cpu",
 def load_study(name: str, scale: str = "cpu", *, results: str | Path | None = None) -> GridResult:
     path = Path(results) if results is not None else study_path(name, scale)
     return load_study_log(get_study(name), path, ML_CODE, lambda seeds: study_command(name, seeds, scale))
+
+
+def verdicts(result: GridResult) -> list[tuple[Comparison, Verdict]]:
+    """comparisons() read from a multilingual log (load_study) and the controls of its seeds."""
+    seeds = sorted({r["seed"] for r in result.runs})
+    return compare(comparisons(), [*result.runs, *baseline_records(seeds)])
