@@ -38,7 +38,8 @@ from ..build.tokenization import VOCAB_FORMAT, WordPieceTokenizer, default_token
 from ..core.cache import cached_artifact, code_version, sha256_file
 from ..improve.ablations import REPEAT_STRIDE, replay_training, training_curve
 from ..train.batches import recipe_batches, unigram_token
-from ..train.finetuning import FinetuneConfig, batched_logits, finetune, make_head, tfidf_baseline
+from ..train.finetuning import (FinetuneConfig, batched_logits, finetune, majority_baseline, make_head,
+                                tfidf_baseline)
 from ..train.fingerprint import (PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
                                  rounded, update_norm)
 from ..train.grids import (UNTRAINED, Experiment, GridResult, Registry, load_study_log, lr_sweep, run_study,
@@ -250,15 +251,17 @@ def topic_control_scores(seed: int) -> dict[str, dict[str, float]]:
     names = data.topic_labels()
     runs: dict[str, dict[str, list[float]]] = {BAG_OF_WORDS: {}, MAJORITY: {}}
     tests = {lang: topic_examples(lang, "test") for lang in ("en", *FOREIGN)}
+    train = topic_examples("en", "train")
     for k in range(REPEATS):
         draw = seed + REPEAT_STRIDE * k
-        drawn = subsample(topic_examples("en", "train"), TOPIC_RUN["labels"], draw, "articles")
-        majority = max(range(len(names)), key=[label for _, label in drawn].count)  # ties: the lowest id
+        drawn = subsample(train, TOPIC_RUN["labels"], draw, "articles")
         for lang, test in tests.items():
             key = f"test.topic_{lang}.accuracy"
             runs[BAG_OF_WORDS].setdefault(key, []).append(
                 tfidf_baseline(drawn, test, len(names), seed=draw)["accuracy"])
-            runs[MAJORITY].setdefault(key, []).append(sum(label == majority for _, label in test) / len(test))
+            runs[MAJORITY].setdefault(key, []).append(majority_baseline(
+                torch.tensor([label for _, label in drawn]), torch.tensor([label for _, label in test]),
+                len(names))["accuracy"])
     return {control: {key: sum(v) / len(v) for key, v in found.items()} for control, found in runs.items()}
 
 
@@ -279,11 +282,12 @@ def trigram_retrieval_scores() -> dict[str, float]:
     return out
 
 
-def random_ranking_scores() -> dict[str, float]:
-    """What a random ranking of the English twins scores on average: top-1 1/n, MRR H_n / n."""
+def random_ranking_scores(candidates: dict[str, int] | None = None) -> dict[str, float]:
+    """What a random ranking of the English twins scores on average: top-1 1/n, MRR H_n / n
+    (candidates: {lang: n}, default the twins counted again)."""
     out = {}
     for lang in FOREIGN:
-        n = len(twin_pairs(lang))
+        n = candidates[lang] if candidates else len(twin_pairs(lang))
         out.update({f"test.retrieval_{lang}.top1": 1 / n, f"test.retrieval_{lang}.mrr": sum(1 / r for r in
                     range(1, n + 1)) / n, f"test.retrieval_{lang}.candidates": float(n)})
     return out
@@ -292,7 +296,9 @@ def random_ranking_scores() -> dict[str, float]:
 def baseline_records(seeds: Sequence[int]) -> list[dict]:
     """The controls as records of the log's shape, one per seed, so that arm - control pairs by seed
     (the retrieval controls draw nothing: the same record every seed)."""
-    fixed = {TRIGRAMS: trigram_retrieval_scores(), RANDOM: random_ranking_scores()}
+    trigrams = trigram_retrieval_scores()
+    fixed = {TRIGRAMS: trigrams, RANDOM: random_ranking_scores(
+        {lang: int(trigrams[f"test.retrieval_{lang}.candidates"]) for lang in FOREIGN})}
     return [{"arm": control, "seed": seed, "metrics": metrics} for seed in seeds
             for control, metrics in {**topic_control_scores(seed), **fixed}.items()]
 
@@ -305,10 +311,9 @@ def comparisons() -> list[Comparison]:
            for arm, base in (("en-fr-es", "en-only"), ("en-fr-es-zh", "en-fr-es"))
            for metric, margin in VERDICT_SCORES.items()]
     for arm in ("en-fr-es", "en-fr-es-zh"):
-        out += [Comparison(f"test.topic_{lang}.accuracy", arm, BAG_OF_WORDS, 0.02, f"{arm} - the {BAG_OF_WORDS}")
-                for lang in FOREIGN]
-        out += [Comparison(f"test.retrieval_{lang}.top1", arm, TRIGRAMS, 0.02, f"{arm} - {TRIGRAMS}")
-                for lang in FOREIGN]
+        out += [Comparison(metric, arm, control, VERDICT_SCORES[metric], f"{arm} - the {control}")
+                for lang in FOREIGN for metric, control in ((f"test.topic_{lang}.accuracy", BAG_OF_WORDS),
+                                                            (f"test.retrieval_{lang}.top1", TRIGRAMS))]
     return out
 
 
