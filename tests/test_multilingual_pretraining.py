@@ -11,7 +11,7 @@ import torch
 from mini_bert import provenance
 from mini_bert.languages import multilingual_pretraining as mp
 from mini_bert.languages.multilingual import joint_vocabulary, sampling_weights, words_in
-from mini_bert.train.grids import SMOKE_MODEL, Experiment
+from mini_bert.train.grids import SMOKE_MODEL, Experiment, chosen_rates, sweep_arm
 from mini_bert.train.recipe import Recipe
 
 pytest.importorskip("snownlp")
@@ -38,6 +38,17 @@ def test_the_arms_differ_in_their_languages_and_vocabulary_only():
     assert mp.language_set("en-fr-es-zh-lr0.004") == "en-fr-es-zh"
     with pytest.raises(ValueError, match="names no language set"):
         mp.language_set("de-only")
+
+
+def test_the_multilingual_rates_are_its_shipped_sweeps_choice():
+    # The sweep finished 2026-11-27; its choice is written into the study (the English-only arm keeps
+    # chapter 8's rate, unswept), and the seeded study's seed 0 trains exactly the sweep's run.
+    study, sweep = mp.get_study("multilingual"), mp.get_study("multilingual-lr")
+    shipped = mp.load_study("multilingual-lr")  # current (test_provenance)
+    assert chosen_rates(shipped, mp.SWEEP_METRIC) == {"en-fr-es": 2e-3, "en-fr-es-zh": 2e-3}
+    assert study.chosen_lr == {**chosen_rates(shipped, mp.SWEEP_METRIC), "en-only": Recipe().lr}
+    for arm, lr in chosen_rates(shipped, mp.SWEEP_METRIC).items():
+        assert mp.study_recipe(study, arm, "cpu", 0) == mp.study_recipe(sweep, sweep_arm(arm, lr), "cpu", 0)
 
 
 def test_the_training_text_samples_the_languages_with_xlmrs_alpha():
