@@ -218,3 +218,30 @@ def test_the_verdicts_read_the_plans_comparisons_with_the_baselines_paired_by_se
     assert read["whole-word", "character", "test.mlm@128.accuracy"].difference.n == 0  # no such scores here
     with pytest.raises(ValueError, match="label budgets differ"):
         cp.baseline_records([0], cp.Downstream(runs={"a": {"labels": 1}, "b": {"labels": 2}}))
+
+
+def test_the_shipped_zh_masking_log_has_five_seeds_and_fails_only_the_sentiment_precondition():
+    """Chapter 16's log: every arm and the untrained control at five seeds, current, the trained arms
+    at the sweep's rate; each arm passes every precondition of the plan but sentiment's, where
+    neither beats the untrained model (plan-chinese.md: those comparisons do not count)."""
+    from mini_bert.improve.ablations import preconditions
+
+    study = cp.load_study("zh-masking")
+    assert not study.stale
+    assert json.loads(study.path.read_text())["command"].startswith("python -m mini_bert study zh-masking")
+    assert sorted((r["arm"], r["seed"]) for r in study.runs) == sorted(
+        (arm, seed) for arm in ("character", "whole-word", "untrained") for seed in range(5))
+    assert {r["recipe"]["lr"] for r in study.runs if r["arm"] != "untrained"} == {2e-3}
+    failed = {(p.arm, p.what) for p in preconditions(study, cp.VERDICT_SCORES) if not p.holds}
+    assert failed == {(arm, "beats the untrained control on test.zh_sentiment.accuracy")
+                      for arm in ("character", "whole-word")}
+
+
+def test_a_logged_zh_masking_run_replays_its_first_window():
+    """The character arm's seed 0 trained again for the first twentieth of its 3,300 steps: the
+    logged window mean comes back (a whole run is about ten minutes; `provenance` checks every run's
+    first steps against its fingerprint)."""
+    study = cp.load_study("zh-masking")
+    logged = next(r for r in study.runs if (r["arm"], r["seed"]) == ("character", 0))
+    rows = cp.replay(cp.ZH_MASKING, "character", 0, logged["curve"], windows=1)
+    assert [r["step"] for r in rows] == [165] and all(r["close"] for r in rows), rows
