@@ -390,6 +390,9 @@ def test_preconditions_name_the_arm_that_has_not_learned():
     assert found["nsp", "beats"].holds
     assert not found["nsp", "left"].holds and not found["nsp", "learned"].holds
     assert "0.6200" in str(found["nsp", "learned"]) and str(found["nsp", "learned"]).startswith("FAIL")
+    assert found["nsp", "learned"].metric == "test.nsp_head.accuracy"
+    assert found["nsp", "beats"].metric == "test.topic_full.accuracy"
+    assert found["nsp", "left"].metric == ablations.MLM_VERDICT
     assert not any(arm == UNTRAINED for arm, _ in found)
 
 

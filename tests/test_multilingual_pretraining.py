@@ -26,6 +26,25 @@ def test_rank_scores_count_the_twins_rank_among_the_candidates():
     assert found["mrr"] == pytest.approx((1 + 1 / 2 + 1 / 3) / 3)
 
 
+def test_centring_removes_the_direction_every_vector_shares():
+    # Twins close to each other, all far out along one shared direction by varying amounts: the raw
+    # cosine is near 1 for every pair (as a BERT's mean-pooled vectors are) and ranks partly by
+    # that amount; centred on each side's mean, each twin comes first.
+    torch.manual_seed(0)
+    own, shared = torch.randn(20, 16), torch.eye(16)[0]
+
+    def side():
+        along = 30.0 * (1 + 0.3 * torch.randn(20, 1)) * shared
+        return torch.nn.functional.normalize(along + own + 0.1 * torch.randn(20, 16), dim=-1)
+
+    foreign, english = side(), side()
+    assert (foreign @ english.T).mean() > 0.95
+    raw = mp.rank_scores(foreign @ english.T)
+    fixed = mp.rank_scores(mp.centred(foreign, foreign.mean(0)) @ mp.centred(english, english.mean(0)).T)
+    assert fixed["top1"] == 1.0 > raw["top1"]
+    assert mp.centred(foreign, foreign.mean(0)).norm(dim=-1) == pytest.approx(torch.ones(20))
+
+
 def test_the_arms_differ_in_their_languages_and_vocabulary_only():
     study, sweep = mp.get_study("multilingual"), mp.get_study("multilingual-lr")
     recipes = {arm: mp.study_recipe(study, arm, "cpu", 2) for arm in study.arms}
@@ -91,10 +110,18 @@ def test_a_multilingual_study_log_resumes_and_its_fingerprints_pass(cache, tmp_p
                 "test.topic_es.restricted_accuracy", "test.retrieval_fr.top1", "test.mlm_es@128.accuracy"} <= set(m)
         assert "test.mlm_zh@128.accuracy" not in m  # no arm here was trained on Chinese
         assert m["test.retrieval_fr.candidates"] == len(mp.twin_pairs("fr"))
+        assert {"test.retrieval_fr.centred_top1", "test.retrieval_es.centred_mrr"} <= set(m)
         assert m["test.topic_fr.accuracy"] == pytest.approx(sum(m[f"test.topic_fr.accuracy#{k}"] for k in range(3)) / 3)
     before = path.read_text()
     mp.study_grid("ml-tiny", 1, results=path, progress=False)  # resumed: nothing runs again
     assert json.loads(path.read_text())["runs"] == json.loads(before)["runs"]
+    # the trained arms are kept: scored again in a fresh log, they load instead of training
+    assert not any(r["from_cache"] for r in log["runs"])
+    again = tmp_path / "again.json"
+    mp.study_grid("ml-tiny", 1, results=again, progress=False)
+    rerun = {r["arm"]: r for r in json.loads(again.read_text())["runs"]}
+    assert rerun["en-fr-es"]["from_cache"] and rerun["en-only"]["from_cache"]
+    assert rerun["en-fr-es"]["metrics"] == runs["en-fr-es"]["metrics"]
     # each trained arm logs its training curve, and a replay of its first windows lands on it
     assert runs["en-fr-es"]["curve"]["step"] == [1, 2, 3, 4] and runs[mp.UNTRAINED]["curve"] == {}
     rows = mp.replay(tiny, "en-fr-es", 0, runs["en-fr-es"]["curve"], windows=2)
@@ -121,6 +148,12 @@ def test_the_controls_score_what_spelling_and_topic_counts_alone_give():
         assert 1 / n < chance[f"test.retrieval_{lang}.mrr"] < 2 * (1 + math.log(n)) / n
     spelled = mp.trigram_retrieval_scores()
     assert all(spelled[f"test.retrieval_{lang}.top1"] > 0.5 for lang in mp.FOREIGN)  # names and numbers
+    # centring fixes a model's vectors: the retrieval controls rank the same under the centred keys
+    records = {r["arm"]: r["metrics"] for r in mp.baseline_records([0])}
+    for control in (mp.TRIGRAMS, mp.RANDOM):
+        for lang in mp.FOREIGN:
+            assert (records[control][f"test.retrieval_{lang}.centred_top1"]
+                    == records[control][f"test.retrieval_{lang}.top1"])
 
 
 def test_the_verdicts_read_the_plans_comparisons_paired_by_seed(monkeypatch):
@@ -129,6 +162,10 @@ def test_the_verdicts_read_the_plans_comparisons_paired_by_seed(monkeypatch):
     assert found["en-fr-es-zh", "en-fr-es", "test.topic_fr.accuracy"] == 0.02
     assert found["en-fr-es", mp.BAG_OF_WORDS, "test.topic_es.accuracy"] == 0.02
     assert found["en-fr-es-zh", mp.TRIGRAMS, "test.retrieval_fr.top1"] == 0.02
+    # the centred score, added after seed 0 (plan-chinese.md), is read like the planned one
+    assert found["en-fr-es", "en-only", "test.retrieval_es.centred_top1"] == 0.02
+    assert found["en-fr-es", mp.TRIGRAMS, "test.retrieval_es.centred_top1"] == 0.02
+    assert len(found) == 28
     assert ("en-only", mp.BAG_OF_WORDS, "test.topic_fr.accuracy") not in found  # the question is the joint model
     monkeypatch.setattr(mp, "baseline_records", lambda seeds: [
         {"arm": mp.BAG_OF_WORDS, "seed": s, "metrics": {"test.topic_fr.accuracy": 0.2}} for s in seeds])

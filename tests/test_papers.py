@@ -59,8 +59,9 @@ def test_a_row_counts_only_when_both_arms_pass_their_preconditions(monkeypatch):
     runs = [{"arm": arm, "seed": s, "metrics": {DOWNSTREAM_MEAN: v}}
             for arm, offset in (("a", 0.05), ("b", 0.0), ("c", 0.05)) for s, v in by_seed(offset).items()]
     result = SimpleNamespace(runs=runs)
-    failed = Precondition("c", "beats the untrained control on topic", "+0.001 [-0.01, +0.01] (n=5)", False)
-    monkeypatch.setattr(papers, "preconditions", lambda r: [Precondition("a", "x", "y", True), failed])
+    failed = Precondition("c", "beats the untrained control on topic", "+0.001 [-0.01, +0.01] (n=5)", False,
+                          "test.topic.accuracy")
+    monkeypatch.setattr(papers, "preconditions", lambda r: [Precondition("a", "x", "y", True, "test.x"), failed])
     rows = [PaperRow("P", "helps", "a", "b", 1.0), PaperRow("P", "helps", "c", "b", 1.0),
             PaperRow("P", "beside", "c", "a", None, sign=0, counted=False),
             PaperRow("P", "helps", "a", "b", 1.0, metric="test.nothing.accuracy")]

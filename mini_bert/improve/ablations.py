@@ -596,12 +596,14 @@ def margin_for(metric: str) -> float:
 
 @dataclass(frozen=True)
 class Precondition:
-    """One condition a comparison needs before it counts: `holds`, with what was measured."""
+    """One condition a comparison needs before it counts: `holds`, with what was measured.
+    `metric` is the score it is about, so a reader can drop exactly the comparisons on it."""
 
     arm: str
     what: str
     measured: str
     holds: bool
+    metric: str
 
     def __str__(self) -> str:
         return f"{'ok  ' if self.holds else 'FAIL'} {self.arm}: {self.what}: {self.measured}"
@@ -630,14 +632,14 @@ def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VER
             d = paired_difference(by_seed(result, arm, metric), by_seed(result, UNTRAINED, metric))
             found.append(Precondition(arm, f"beats the untrained control on {metric}",
                                       f"{d.mean:+.4f} [{d.ci_low:+.4f}, {d.ci_high:+.4f}] (n={d.n})",
-                                      bool(d.n >= 2 and d.ci_low > 0)))
+                                      bool(d.n >= 2 and d.ci_low > 0), metric))
         accuracy = by_seed(result, arm, MLM_VERDICT)
         unigram = by_seed(result, arm, MLM_VERDICT.replace(".accuracy", ".unigram_accuracy"))
         if accuracy and unigram:
             mean, plateau = mean_std(list(accuracy.values()))[0], mean_std(list(unigram.values()))[0]
             found.append(Precondition(arm, f"left the unigram plateau ({MLM_VERDICT} >= {PLATEAU_FACTOR} x "
                                            "unigram)", f"{mean:.4f} vs {plateau:.4f}",
-                                      mean >= PLATEAU_FACTOR * plateau))
+                                      mean >= PLATEAU_FACTOR * plateau, MLM_VERDICT))
         loss, constant = by_seed(result, arm, "test.rtd.loss"), by_seed(result, arm, "test.rtd.constant_loss")
         if loss:  # ELECTRA (mini_bert.beyond.equal_compute.rtd_scores): above the constant answer, finding replacements
             recall = mean_std(list(by_seed(result, arm, "test.rtd.replaced_recall").values()))[0]
@@ -646,13 +648,14 @@ def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VER
                                            f"on every seed, replaced recall > {LEARNED_HEAD - 0.25:g})",
                                       f"loss {mean_std(list(loss.values()))[0]:.4f} vs constant "
                                       f"{mean_std(list(constant.values()))[0]:.4f}, recall {recall:.4f}",
-                                      below and recall > LEARNED_HEAD - 0.25))
+                                      below and recall > LEARNED_HEAD - 0.25, "test.rtd.loss"))
         objective = arm_recipe(result.experiment, arm, result.scale).objective
         if objective in SENTENCE_TASKS:
-            head = by_seed(result, arm, f"test.{objective}_head.accuracy")
+            metric = f"test.{objective}_head.accuracy"
+            head = by_seed(result, arm, metric)
             mean = mean_std(list(head.values()))[0] if head else float("nan")
             found.append(Precondition(arm, f"learned {objective.upper()} (its head on test > {LEARNED_HEAD})",
-                                      f"{mean:.4f}", bool(head) and mean > LEARNED_HEAD))
+                                      f"{mean:.4f}", bool(head) and mean > LEARNED_HEAD, metric))
     return found
 
 

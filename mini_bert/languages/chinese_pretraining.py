@@ -37,7 +37,7 @@ from ..build.tokenization import VOCAB_FORMAT, WordPieceTokenizer, recipe_key, t
 from ..improve.ablations import (REPEAT_STRIDE, Downstream, downstream_scores, replay_training,
                                 split_downstream_counts, training_curve)
 from ..core.cache import cache_dir, cache_key, cached_artifact, code_version, sha256_file
-from ..train.checkpoint import load_checkpoint, save_checkpoint
+from ..train.checkpoint import load_checkpoint, save_checkpoint, trained_or_kept
 from ..train.batches import EVAL_MASKING_SEED, GlobalBatches, PhasedBatches, PretrainingData, unigram_token
 from ..train.evaluation import evaluate_mlm
 from ..train.fingerprint import (FORMAT, PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm,
@@ -334,19 +334,16 @@ def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, devic
     recipe, batches, model, tokenizer, train_data = arm_start(study, arm, seed, scale)
     initial = None if prefix is None else {k: v.detach().clone() for k, v in model.named_parameters()}
     history, reused = {}, False
-    kept = model_path(recipe)
-    if arm != UNTRAINED and prefix is None and kept.is_dir():
-        # The same recipe was trained before: the sweep's run at the chosen rate is the study's seed 0
-        # (the grids reuse their cached runs the same way). Loading verifies the files.
-        checkpoint = load_checkpoint(kept)
-        model, history, reused = checkpoint.model, checkpoint.history, True
+    if arm != UNTRAINED and prefix is None:
+        # Kept for the chapter's fine-tuning; the same recipe trained before is reused: the sweep's run
+        # at the chosen rate is the study's seed 0 (the grids reuse their cached runs the same way).
+        model, history, reused = trained_or_kept(
+            model_path(recipe), lambda: train(model, batches, recipe, progress=False, device=device),
+            model, tokenizer, recipe)
     elif arm != UNTRAINED:
-        history = train(model, batches, recipe if prefix is None else prefix_recipe(recipe, prefix), progress=False,
-                        device=device if prefix is None else "cpu",
-                        stop_at_step=None if prefix is None else prefix.steps)
+        history = train(model, batches, prefix_recipe(recipe, prefix), progress=False, device="cpu",
+                        stop_at_step=prefix.steps)
     model.eval()
-    if prefix is None and arm != UNTRAINED and not reused:  # kept for the chapter's fine-tuning
-        save_checkpoint(kept, model, tokenizer, history, recipe, overwrite=True)
     metrics = zh_scores(model, tokenizer, unigram_token(train_data.tokens, tokenizer),
                         limit=None if prefix is None else prefix.heldout_docs)
     counts = None if prefix is None else {}

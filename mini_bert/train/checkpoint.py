@@ -302,3 +302,16 @@ def load_training_state(path: str | Path, expect_recipe=None, expect_data: dict 
     state["model"] = ckpt.model.train()
     state["history"] = ckpt.history
     return state
+
+
+def trained_or_kept(kept: str | Path, train_run, model: nn.Module, tokenizer, recipe) -> tuple[nn.Module, dict, bool]:
+    """A study arm's trained model: loaded (and verified) from `kept` when the same recipe was trained
+    there before, else trained by `train_run()` (it returns the history) and kept there, so that a
+    later scoring or fine-tuning of the arm needs no retraining. Returns (model, history, reused)."""
+    if Path(kept).is_dir():
+        checkpoint = load_checkpoint(kept)
+        return checkpoint.model, checkpoint.history, True
+    history = train_run()
+    model.eval()
+    save_checkpoint(kept, model, tokenizer, history, recipe, overwrite=True)
+    return model, history, False
