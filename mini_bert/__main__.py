@@ -549,8 +549,8 @@ def build_parser() -> argparse.ArgumentParser:
                                      "16's Chinese ones or chapter 17's distillation study: arms x seeds (and the "
                                      "untrained controls) into its log")
     p.add_argument("name", help="electra-vs-mlm, span-masking, attention-positions (their -3300 versions and "
-                                "-lr sweeps), zh-masking, multilingual (and their -lr sweeps), distillation, "
-                                "distillation-temperature")
+                                "-lr sweeps), zh-masking, zh-masking-reviews, multilingual (and their -lr "
+                                "sweeps), distillation, distillation-temperature")
     p.add_argument("--seeds", help="a number of seeds (3 = 0,1,2) or a comma-separated list (default: the "
                                     "study's own: 3 for chapter 15's, 5 for chapters 16-17's, 1 for a choice)")
     p.add_argument("--scale", default="cpu", choices=("cpu", "gpu"))

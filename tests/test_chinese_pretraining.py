@@ -12,7 +12,8 @@ from mini_bert.build.objectives import IGNORE_INDEX
 from mini_bert.languages import chinese
 from mini_bert.languages import chinese_pretraining as cp
 from mini_bert.languages.multilingual import check_coverage
-from mini_bert.train.fingerprint import PREFIX
+from mini_bert.core.cache import cache_key
+from mini_bert.train.fingerprint import FORMAT, PREFIX
 from mini_bert.train import grids
 from mini_bert.train.grids import SMOKE_MODEL, Experiment, chosen_rates, sweep_arm
 from mini_bert.train.recipe import Recipe
@@ -143,7 +144,7 @@ def test_the_zh_masking_study_and_its_sweep_are_chapter_8s_recipe_on_the_chinese
     assert cp.study_recipe(study, cp.UNTRAINED, "cpu", 1) == cp.study_recipe(study, "character", "cpu", 1)
     with pytest.raises(ValueError, match="has no arm 'word'"):
         cp.study_recipe(study, "word", "cpu", 0)
-    with pytest.raises(ValueError, match=r"unknown Chinese study 'zh'; the known ones: zh-masking, zh-masking-lr"):
+    with pytest.raises(ValueError, match=r"unknown Chinese study 'zh'; the known ones: zh-masking, zh-masking-lr, zh-masking-reviews"):
         cp.get_study("zh")
     records = [{"arm": a, "seed": 0, "recipe": {"lr": cp.study_recipe(sweep, a, "cpu", 0).lr},
                 "metrics": {grids.SWEEP_METRIC: {0.001: 0.3, 0.002: 0.4, 0.004: 0.35}[
@@ -151,6 +152,26 @@ def test_the_zh_masking_study_and_its_sweep_are_chapter_8s_recipe_on_the_chinese
     from mini_bert.train.grids import GridResult
 
     assert chosen_rates(GridResult(sweep, "cpu", records)) == {"character": 2e-3, "whole-word": 2e-3}
+
+
+def test_the_reviews_study_changes_the_pretraining_text_and_nothing_else():
+    # plan-chinese.md, "The sentiment fix, planned": zh-masking with the training reviews' text added.
+    study, first = cp.get_study("zh-masking-reviews"), cp.ZH_MASKING
+    assert (study.arms, study.baseline, study.base, study.metrics, study.downstream) == (
+        first.arms, first.baseline, first.base, first.metrics, first.downstream)
+    assert study.chosen_lr == {}  # chosen again by its own sweep
+    assert cp.get_study("zh-masking-reviews-lr").arms == cp.get_study("zh-masking-lr").arms
+    texts = cp.pretraining_paragraphs(study)
+    pd = cp.pretraining_paragraphs(first)
+    assert texts[:len(pd)] == pd
+    assert [t.text for t in texts[len(pd):]] == [e.text for e in chinese.sentiment_examples("train")]
+    assert cp.pretraining_paragraphs(cp.get_study("zh-masking-reviews-lr")) == texts
+    # Its models are kept apart from zh-masking's (the recipes are equal), whose keys do not move.
+    recipe = cp.study_recipe(study, "character", "cpu", 0)
+    assert recipe == cp.study_recipe(first, "character", "cpu", 0)
+    assert cp.model_path(recipe, cp.pretraining_text(study)) != cp.model_path(recipe)
+    assert cp.model_path(recipe).name == cache_key("zh-run", code=FORMAT, recipe=recipe.to_dict(),
+                                                   vocabulary=cp.zh_vocab_recipe(recipe.vocab_size))
 
 
 def test_the_study_command_names_the_chinese_studies_beside_chapter_15s(capsys):

@@ -23,6 +23,8 @@ And what the chapter's whole-word masking needs from the corpus's own segmentati
 idea, with the segmentation People's Daily ships instead of a segmenter): `segmented_encoding` (token
 ids and the word each token belongs to), `trace_continuation` (which positions of built pretraining
 examples continue a word) and `SegmentedPretrainingDataset` (the masked dataset with those positions).
+The reviews ship unsegmented: `segmented_reviews` cuts them with a forward-maximum-matching segmenter
+(`segment_fmm`) and People's Daily's training words, for the study that pretrains on them too.
 BERT's tokenizer puts every Chinese character in a word of its own, so the existing whole-word mode
 (`mini_bert.build.masking`, which reads word boundaries off "##" pieces) masks single characters on Chinese:
 the segmentation has to come from outside the tokenizer.
@@ -269,6 +271,58 @@ def sentiment_counts() -> dict:
 
 
 # --------------------------------------------------------------------------------------------
+# The reviews as pretraining text: words from a forward-maximum-matching segmenter
+# --------------------------------------------------------------------------------------------
+
+LONGEST_WORD = 8  # characters: longer entries of the lexicon (a few names and set phrases) are not tried
+_ALPHANUMERIC = re.compile(r"[A-Za-z0-9]+")
+
+
+@dataclass(frozen=True)
+class SegmentedText:
+    """A text cut into words by a segmenter (`segment_fmm`); like a Paragraph, `.words` join to `.text`."""
+
+    words: tuple[str, ...]
+    split: str
+
+    @property
+    def text(self) -> str:
+        return "".join(self.words)
+
+
+def segment_fmm(text: str, lexicon: set[str] | frozenset[str], longest: int = LONGEST_WORD) -> tuple[str, ...]:
+    """Forward maximum matching: from the left, the longest lexicon word that starts here (at most
+    `longest` characters); a run of Latin letters and digits is one word; anything else one character.
+    The words join back to `text` exactly. The simplest dictionary segmenter: it errs where two
+    words overlap (the longer one wins), which is what the arm that uses it inherits."""
+    words, i = [], 0
+    while i < len(text):
+        run = _ALPHANUMERIC.match(text, i)
+        if run:
+            end = run.end()
+        else:
+            end = next((i + n for n in range(min(longest, len(text) - i), 1, -1) if text[i:i + n] in lexicon),
+                       i + 1)
+        words.append(text[i:end])
+        i = end
+    return tuple(words)
+
+
+@functools.lru_cache(maxsize=1)
+def training_lexicon() -> frozenset[str]:
+    """The words of People's Daily's training paragraphs (the segmenter must not learn from held-out text)."""
+    return frozenset(w for p in people_daily("train") for w in p.words)
+
+
+def segmented_reviews(split: str) -> list[SegmentedText]:
+    """The reviews of a split (`sentiment_examples`, no labels), cut into words by `segment_fmm` with
+    People's Daily's training lexicon: the reviews ship unsegmented."""
+    _check_split(split)
+    lexicon = training_lexicon()
+    return [SegmentedText(segment_fmm(e.text, lexicon), e.split) for e in sentiment_examples(split)]
+
+
+# --------------------------------------------------------------------------------------------
 # French and Spanish Wikipedia leads, and their topics
 # --------------------------------------------------------------------------------------------
 
@@ -446,8 +500,9 @@ def word_continuation(word_ids: Sequence[int]) -> list[bool]:
     return [i > 0 and word_ids[i] == word_ids[i - 1] for i in range(len(word_ids))]
 
 
-def segmented_documents(paragraphs: Sequence[Paragraph], tokenizer, paragraphs_per_document: int = 1) -> tuple:
-    """Token ids and continuation flags of paragraphs in the builders' input shape (documents of
+def segmented_documents(paragraphs: Sequence[Paragraph | SegmentedText], tokenizer,
+                        paragraphs_per_document: int = 1) -> tuple:
+    """Token ids and continuation flags of segmented texts in the builders' input shape (documents of
     sentences of ids): each paragraph a sentence, `paragraphs_per_document` consecutive paragraphs a
     document (the copy has no article boundaries; NSP and SOP need documents of two sentences or more)."""
     if paragraphs_per_document < 1:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import platform
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
@@ -261,6 +262,31 @@ ZH_MASKING = register_study(Experiment(
 # chosen on held-out MLM (masked characters, the targets both arms share): no downstream runs
 lr_sweep(ZH_MASKING, register_as=register_study, metrics=ZH_MASKING.metrics[:3])
 
+# The sentiment fix (plan-chinese.md, "The sentiment fix, planned", fixed before its runs): zh-masking's
+# arms, recipe, scores and margins, pretrained on People's Daily AND the training reviews' text (no
+# labels; whole words on the reviews from `chinese.segment_fmm`), its rates chosen again by its own sweep.
+PEOPLES_DAILY = "people's daily"
+WITH_REVIEWS = "people's daily and the training reviews"
+ZH_MASKING_REVIEWS = register_study(replace(
+    ZH_MASKING, name="zh-masking-reviews", chosen_lr={},
+    description="zh-masking pretrained on People's Daily and the training reviews' text (no labels; whole words "
+                "on the reviews from a forward-maximum-matching segmenter): the failed sentiment "
+                "precondition's fix"))
+lr_sweep(ZH_MASKING_REVIEWS, register_as=register_study, metrics=ZH_MASKING.metrics[:3])
+PRETRAINING_TEXT = {name: WITH_REVIEWS for name in ("zh-masking-reviews", "zh-masking-reviews-lr")}
+
+
+def pretraining_text(study: Experiment) -> str:
+    """What a study pretrains on: PEOPLES_DAILY (the default) or WITH_REVIEWS."""
+    return PRETRAINING_TEXT.get(study.name, PEOPLES_DAILY)
+
+
+def pretraining_paragraphs(study: Experiment) -> list:
+    """The segmented training texts of a study: People's Daily's training paragraphs, then (WITH_REVIEWS)
+    the training reviews cut by the segmenter."""
+    found = paragraphs("train")
+    return found + chinese.segmented_reviews("train") if pretraining_text(study) == WITH_REVIEWS else found
+
 # What the chapter reads, fixed by the plan before the runs: the four scores of every verdict and
 # their margins (0.005 of held-out masked accuracy, 0.02 of a task's score), and each task's best
 # control that does not read context (chinese_tasks.baselines).
@@ -312,7 +338,7 @@ def arm_start(study: Experiment, arm: str, seed: int, scale: str = "cpu"):
     starts from, the same for the run and a replay of it."""
     recipe = study_recipe(study, arm, scale, seed)
     tokenizer = zh_tokenizer(recipe.vocab_size)
-    documents, flags = chinese.segmented_documents(paragraphs("train"), tokenizer)
+    documents, flags = chinese.segmented_documents(pretraining_paragraphs(study), tokenizer)
     batches, (train_data, *_) = zh_batches(recipe, tokenizer, documents, flags)
     return recipe, batches, build_model(recipe, tokenizer.vocab_size), tokenizer, train_data
 
@@ -338,7 +364,7 @@ def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, devic
         # Kept for the chapter's fine-tuning; the same recipe trained before is reused: the sweep's run
         # at the chosen rate is the study's seed 0 (the grids reuse their cached runs the same way).
         model, history, reused = trained_or_kept(
-            model_path(recipe), lambda: train(model, batches, recipe, progress=False, device=device),
+            model_path(recipe, pretraining_text(study)), lambda: train(model, batches, recipe, progress=False, device=device),
             model, tokenizer, recipe)
     elif arm != UNTRAINED:
         history = train(model, batches, prefix_recipe(recipe, prefix), progress=False, device="cpu",
@@ -367,18 +393,21 @@ def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, devic
     return record
 
 
-def model_path(recipe: Recipe) -> Path:
+def model_path(recipe: Recipe, text: str = PEOPLES_DAILY) -> Path:
     """Where a trained arm's model is kept (the cache folder): chapter 16 fine-tunes it on the Chinese
-    tasks and reads it. The key holds the recipe (seed included) and the vocabulary's recipe; the
-    code that trains it is vouched for by the study log's fingerprints (mini_bert.provenance)."""
+    tasks and reads it. The key holds the recipe (seed included), the vocabulary's recipe and the
+    pretraining text (named only where it is not People's Daily alone, so the first study's kept
+    models keep their keys); the code that trains it is vouched for by the study log's fingerprints
+    (mini_bert.provenance)."""
+    extra = {} if text == PEOPLES_DAILY else {"text": text}
     return cache_dir() / cache_key("zh-run", code=FORMAT, recipe=recipe.to_dict(),
-                                   vocabulary=zh_vocab_recipe(recipe.vocab_size))
+                                   vocabulary=zh_vocab_recipe(recipe.vocab_size), **extra)
 
 
 def trained_model(study: Experiment, arm: str, seed: int, scale: str = "cpu"):
     """The model `run_arm` trained for (study, arm, seed), loaded from the cache (and verified: a
     damaged file raises); FileNotFoundError with the command that trains it when absent."""
-    path = model_path(study_recipe(study, arm, scale, seed))
+    path = model_path(study_recipe(study, arm, scale, seed), pretraining_text(study))
     if not path.is_dir():
         raise FileNotFoundError(f"no trained model of {study.name!r} arm {arm!r} seed {seed} in the cache "
                                 f"({path}): run {study_command(study.name, [seed], scale)} --arms {arm}")
@@ -391,6 +420,8 @@ def arm_fingerprint(study: Experiment, arm: str, seed: int, scale: str = "cpu", 
     record = run_arm(study, arm, seed, scale, prefix=prefix)
     definition = {"recipe": record["recipe"], "untrained": arm == UNTRAINED, "score_length": SCORE_LENGTH,
                   "vocabulary": zh_vocab_recipe(record["recipe"]["vocab_size"])}
+    if pretraining_text(study) != PEOPLES_DAILY:  # (zh-masking's logged definitions stay as they were)
+        definition["pretraining_text"] = pretraining_text(study)
     counts, losses = split_downstream_counts(record["downstream_counts"])
     if study.downstream is not None:  # (a sweep has none: its definition stays as logged)
         definition["downstream"] = study.downstream.definition()
