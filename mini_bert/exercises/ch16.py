@@ -1,5 +1,6 @@
 """Checkers for the chapter 16 exercises: BERT's words of Chinese and mixed text, person / place /
-organisation labels from People's Daily's word tags, and the sampling weights of many languages.
+organisation labels from People's Daily's word tags, the sampling weights of many languages, and a
+forward-maximum-matching segmenter.
 
 The People's Daily cases come after the hand-made ones: they need the corpus (the `chinese` extra), and
 a stub or a wrong answer to the first case is reported without reading it.
@@ -14,7 +15,8 @@ import unicodedata
 from typing import Callable, Iterator, Sequence
 
 from ..build.tokenization import is_cjk, is_punctuation, pre_tokenize, remove_accents
-from ..languages.chinese import ENTITY_TAGS, bio_tags, entity_spans, people_daily
+from ..languages.chinese import (ENTITY_TAGS, bio_tags, entity_spans, people_daily, segment_fmm, sentiment_examples,
+                                 training_lexicon)
 from ..languages.multilingual import sampling_weights as reference_weights
 from .common import call_safely, fail_check, report_checks
 
@@ -299,3 +301,90 @@ def check_sampling_weights(sampling_weights) -> bool:
         return fail(f"{where}: got {', '.join(f'{k} {float(got[k]):.3f}' for k in sizes)}, expected {shares}",
                     _weight_hint(sizes, alpha, got))
     return report_checks("check_sampling_weights", [], passed)
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 4: forward maximum matching
+# --------------------------------------------------------------------------------------------
+
+TOY_LEXICON = frozenset({"中国", "中国人", "人民", "银行", "酒店", "服务", "服务员", "态度"})
+# (what, text, longest). The first case tells the longest match from the shortest, the second forward
+# matching from backward matching, the third a limit of `longest` from none.
+FMM_CASES = [
+    ("the longest word wins", "服务员的态度", 8),
+    ("the longest word from the left wins, even when it is wrong", "中国人民银行", 8),
+    ("no word longer than `longest`", "中国人民银行", 2),
+    ("Latin letters and digits stay one word, a space is a word", "酒店的 wifi 和2个服务员，态度好!", 8),
+    ("characters in no word of the lexicon", "你好", 8),
+    ("an empty text", "", 8),
+]
+
+
+def _fmm_cases() -> Iterator[tuple[str, str, frozenset[str], int]]:
+    """FMM_CASES with the toy lexicon, then a training review with People's Daily's training words
+    (read only once the hand-made cases pass)."""
+    for what, text, longest in FMM_CASES:
+        yield what, text, TOY_LEXICON, longest
+    review = next(e.text for e in sentiment_examples("train") if 20 <= len(e.text) <= 40
+                  and re.search("[A-Za-z0-9]", e.text) and not re.search(r"\s", e.text))
+    yield "a training review, People's Daily's training words", review, training_lexicon(), 8
+
+
+def _backward(text: str, lexicon, longest: int) -> tuple[str, ...]:
+    """Backward maximum matching: a usual other answer (the right one for some segmenters)."""
+    words, end = [], len(text)
+    while end > 0:
+        start = next((end - n for n in range(min(longest, end), 1, -1) if text[end - n:end] in lexicon), end - 1)
+        words.append(text[start:end])
+        end = start
+    return tuple(reversed(words))
+
+
+def _shortest(text: str, lexicon, longest: int) -> tuple[str, ...]:
+    """The shortest lexicon word first: a usual mistake."""
+    words, i = [], 0
+    while i < len(text):
+        n = next((n for n in range(2, min(longest, len(text) - i) + 1) if text[i:i + n] in lexicon), 1)
+        words.append(text[i:i + n])
+        i += n
+    return tuple(words)
+
+
+def _fmm_hint(text: str, lexicon, longest: int, got: tuple) -> str:
+    if "".join(got) != text:
+        return ("the words must join back to the text exactly: keep spaces, punctuation and unknown characters "
+                "as words of their own.")
+    if got == _backward(text, lexicon, longest):
+        return "match from the left (forward): take the word that STARTS at the position, then move past it."
+    if got == segment_fmm(text, lexicon, len(text) or 1):
+        return "no candidate longer than `longest` characters: try lengths min(longest, remaining) down to 2."
+    if got == _shortest(text, lexicon, longest):
+        return "try the LONGEST candidate first, from min(longest, remaining) characters down to 2."
+    if any(len(w) > 1 and not w.isascii() and w not in lexicon for w in got):
+        return "a word of two characters or more must be in the lexicon; anything else is one character."
+    if any(w.isascii() and w.isalnum() for w in got) and got != segment_fmm(text, lexicon, longest):
+        return "a run of Latin letters and digits ([A-Za-z0-9]+) is one word, whatever the lexicon says."
+    return "try the LONGEST candidate first, from min(longest, remaining) characters down to 2."
+
+
+def check_segment_fmm(segment) -> bool:
+    """Check segment(text, lexicon, longest) -> tuple of words: forward maximum matching (the longest
+    lexicon word of at most `longest` characters that starts at each position, a run of Latin letters
+    and digits one word, anything else one character), as mini_bert.languages.chinese.segment_fmm."""
+    passed: list[str] = []
+    fail = functools.partial(fail_check, "check_segment_fmm", passed)
+    for what, text, lexicon, longest in _fmm_cases():
+        want = segment_fmm(text, lexicon, longest)
+        got, err = call_safely(segment, text, lexicon, longest)
+        if err:
+            return fail(f"{what}: raised {err}", "a str, a set of words and an int in, a tuple of words out.")
+        if not isinstance(got, (tuple, list)) or not all(isinstance(w, str) for w in got):
+            return fail(f"{what}: returned {type(got).__name__}", "return the words as a tuple (or list) of str.")
+        got = tuple(got)
+        if got == want:
+            passed.append(f"{what}: {' / '.join(want) or '(no words)'}")
+            continue
+        k = _first_difference(got, want)
+        return fail(f"{what}: got {' / '.join(got[k:k + 4])} ... from word {k}, expected "
+                    f"{' / '.join(want[k:k + 4])}", _fmm_hint(text, lexicon, longest, got))
+    return report_checks("check_segment_fmm", [], passed)
