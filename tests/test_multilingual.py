@@ -84,3 +84,20 @@ def test_unknown_pieces_are_counted_and_named():
     with pytest.raises(ValueError, match=r"does not cover the text: 8 of 11 pieces"):
         ml.check_coverage(english, ["我们今天去公园", "the cat 去 park"])
     assert ml.check_coverage(english, "the cat sat").unknown == 0
+
+
+def test_shared_pieces_count_occurrences_and_leave_unknown_pieces_out():
+    assert ml.shared_share(["the", "cat"], ["the", "el", "the", "gato"]) == 0.5  # each occurrence counts
+    assert ml.shared_share(["le", "the"], ["the"]) == 1.0
+    with pytest.raises(ValueError, match="no pieces"):
+        ml.shared_share(["the"], [])
+    english = ["the nation of paris in 1789", "a national park"]
+    french = ["la nation de paris en 1789", "un parc national"]
+    tok = train_wordpiece(english + french, 80, lowercase=True)
+    pieces = [p for t in french for p in tok.tokenize(t)]
+    seen = {p for t in english for p in tok.tokenize(t)}
+    share = ml.shared_piece_share(tok, english, french)
+    assert share == sum(p in seen for p in pieces) / len(pieces) and 0 < share < 1
+    # Characters the vocabulary lacks are [UNK] in both texts: not an anchor the languages share.
+    assert tok.tokenize("河流") == ["[UNK]", "[UNK]"]
+    assert ml.shared_piece_share(tok, english + ["河流"], french + ["河流"]) == share

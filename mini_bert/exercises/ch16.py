@@ -1,6 +1,6 @@
 """Checkers for the chapter 16 exercises: BERT's words of Chinese and mixed text, person / place /
-organisation labels from People's Daily's word tags, the sampling weights of many languages, and a
-forward-maximum-matching segmenter.
+organisation labels from People's Daily's word tags, a forward-maximum-matching segmenter, the
+sampling weights of many languages, and the pieces two languages share.
 
 The People's Daily cases come after the hand-made ones: they need the corpus (the `chinese` extra), and
 a stub or a wrong answer to the first case is reported without reading it.
@@ -18,6 +18,7 @@ from ..build.tokenization import is_cjk, is_punctuation, pre_tokenize, remove_ac
 from ..languages.chinese import (ENTITY_TAGS, bio_tags, entity_spans, people_daily, segment_fmm, sentiment_examples,
                                  training_lexicon)
 from ..languages.multilingual import sampling_weights as reference_weights
+from ..languages.multilingual import shared_share as reference_share
 from .common import call_safely, fail_check, report_checks
 
 
@@ -388,3 +389,44 @@ def check_segment_fmm(segment) -> bool:
         return fail(f"{what}: got {' / '.join(got[k:k + 4])} ... from word {k}, expected "
                     f"{' / '.join(want[k:k + 4])}", _fmm_hint(text, lexicon, longest, got))
     return report_checks("check_segment_fmm", [], passed)
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 5: the pieces two languages share
+# --------------------------------------------------------------------------------------------
+
+SHARE_CASES = [  # (what, English pieces, the other language's pieces)
+    ("names", ["paris", "is", "the", "capital", "of", "france"],
+     ["paris", "est", "la", "capitale", "de", "la", "france", "1789", "1789"]),
+    ("a piece repeated", ["the", "cat", "sat"], ["el", "gato", "el", "gato", "the"]),
+    ("no piece in common", ["the", "river"], ["河", "流"]),
+    ("pieces of words", ["nation", "##al", "park"], ["parc", "nation", "##al"]),
+]
+
+
+def check_shared_share(shared_share) -> bool:
+    """Check shared_share(english, other) -> float: the share of the other language's piece
+    OCCURRENCES (a repeated piece counts each time) whose piece also occurs in the English pieces."""
+    passed: list[str] = []
+    fail = functools.partial(fail_check, "check_shared_share", passed)
+    for what, english, other in SHARE_CASES:
+        want = reference_share(english, other)
+        got, err = call_safely(shared_share, list(english), list(other))
+        if err:
+            return fail(f"{what}: raised {err}", "two lists of pieces (str) in, a float out.")
+        if not isinstance(got, numbers.Real) or isinstance(got, bool):
+            return fail(f"{what}: returned {type(got).__name__}", "return one number between 0 and 1.")
+        if math.isclose(float(got), want, abs_tol=1e-9):
+            passed.append(f"{what}: {want:.3f}")
+            continue
+        types = len(set(other) & set(english)) / len(set(other))
+        if math.isclose(float(got), reference_share(other, english), abs_tol=1e-9):
+            hint = "the share of the OTHER language's pieces found in English, not the other way round."
+        elif math.isclose(float(got), types, abs_tol=1e-9):
+            hint = "count occurrences, not distinct pieces: a piece that appears twice counts twice."
+        elif math.isclose(float(got), want * len(other), abs_tol=1e-9):
+            hint = "divide by the number of the other language's pieces: a share, not a count."
+        else:
+            hint = "for each piece of `other`, is it among the English pieces? The mean of those answers."
+        return fail(f"{what}: got {float(got):.3f}, expected {want:.3f}", hint)
+    return report_checks("check_shared_share", [], passed)

@@ -12,7 +12,7 @@ share, and in between the small languages are up-weighted (mBERT's "exponentiall
 weighting" used 0.7; XLM-R's alpha is 0.3). `sampling_weights` computes q, `sample_texts` draws a
 training text with those shares, `joint_vocabulary` learns the vocabulary from it, and
 `pieces_per_word` measures what each language pays: more pieces per word means longer sequences and
-words the model must assemble from fragments.
+words the model must assemble from fragments; `shared_piece_share`, what a language shares with English.
 
 A text in a language the vocabulary has not seen does not fail: unknown characters become [UNK],
 and a sequence can be mostly [UNK] without any error. `unknown_report` counts them and names the
@@ -149,6 +149,24 @@ def text_words(texts: Iterable[str]) -> list[str]:
             if w:
                 out.append(w)
     return out
+
+
+def shared_share(english: Iterable[str], pieces: Sequence[str]) -> float:
+    """The share of the piece occurrences in `pieces` (a repeated piece counts each time) whose piece
+    also occurs among the `english` pieces."""
+    seen = set(english)
+    if not pieces:
+        raise ValueError("no pieces to measure")
+    return sum(piece in seen for piece in pieces) / len(pieces)
+
+
+def shared_piece_share(tokenizer, english_texts: Iterable[str], texts: Iterable[str]) -> float:
+    """What a language's text shares with English in one vocabulary: the share of its pieces (from
+    `texts`) that also occur in the English texts' pieces, [UNK] left out of both. Shared pieces
+    (names, numbers, cognates, common subwords) are the anchors through which a multilingual model
+    can carry what it learnt in English to another language (Pires et al. 2019; K et al. 2020)."""
+    english = {p for t in english_texts for p in tokenizer.tokenize(t) if p != UNK}
+    return shared_share(english, [p for t in texts for p in tokenizer.tokenize(t) if p != UNK])
 
 
 def pieces_per_character(tokenizer, texts: Iterable[str]) -> float:
