@@ -364,8 +364,8 @@ def run_arm(study: Experiment, arm: str, seed: int, scale: str = "cpu", *, devic
         # Kept for the chapter's fine-tuning; the same recipe trained before is reused: the sweep's run
         # at the chosen rate is the study's seed 0 (the grids reuse their cached runs the same way).
         model, history, reused = trained_or_kept(
-            model_path(recipe, pretraining_text(study)), lambda: train(model, batches, recipe, progress=False, device=device),
-            model, tokenizer, recipe)
+            model_path(recipe, pretraining_text(study)),
+            lambda: train(model, batches, recipe, progress=False, device=device), model, tokenizer, recipe)
     elif arm != UNTRAINED:
         history = train(model, batches, prefix_recipe(recipe, prefix), progress=False, device="cpu",
                         stop_at_step=prefix.steps)

@@ -41,8 +41,8 @@ from ..train.batches import recipe_batches, unigram_token
 from ..train.checkpoint import trained_or_kept
 from ..train.finetuning import (FinetuneConfig, batched_logits, finetune, majority_baseline, make_head,
                                 tfidf_baseline)
-from ..train.fingerprint import (FORMAT, PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm, prefix_recipe,
-                                 rounded, update_norm)
+from ..train.fingerprint import (FORMAT, PREFIX, Prefix, batch_exact, fingerprint, isolated, parameter_norm,
+                                 prefix_recipe, rounded, update_norm)
 from ..train.grids import (UNTRAINED, Experiment, GridResult, Registry, load_study_log, lr_sweep, run_study,
                            study_command, study_path, study_recipe)
 from ..train.loop import train
