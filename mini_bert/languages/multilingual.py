@@ -162,9 +162,10 @@ def shared_share(english: Iterable[str], pieces: Sequence[str]) -> float:
 
 def shared_piece_share(tokenizer, english_texts: Iterable[str], texts: Iterable[str]) -> float:
     """What a language's text shares with English in one vocabulary: the share of its pieces (from
-    `texts`) that also occur in the English texts' pieces, [UNK] left out of both. Shared pieces
-    (names, numbers, cognates, common subwords) are the anchors through which a multilingual model
-    can carry what it learnt in English to another language (Pires et al. 2019; K et al. 2020)."""
+    `texts`) that also occur in the English texts' pieces, [UNK] left out of both. A shared piece is
+    one embedding trained by both languages: one way a multilingual model can carry what it learnt
+    in English to another language, not a necessary one (K et al. 2020 found transfer without any
+    overlap)."""
     english = {p for t in english_texts for p in tokenizer.tokenize(t) if p != UNK}
     return shared_share(english, [p for t in texts for p in tokenizer.tokenize(t) if p != UNK])
 
