@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 import re
 import unicodedata
 from typing import Callable, Iterator, Sequence
@@ -19,7 +18,7 @@ from ..languages.chinese import (ENTITY_TAGS, bio_tags, entity_spans, people_dai
                                  training_lexicon)
 from ..languages.multilingual import sampling_weights as reference_weights
 from ..languages.multilingual import shared_share as reference_share
-from .common import call_safely, fail_check, report_checks
+from .common import call_safely, fail_check, is_number, report_checks
 
 
 def _first_difference(got: Sequence, want: Sequence) -> int:
@@ -292,7 +291,7 @@ def check_sampling_weights(sampling_weights) -> bool:
         if set(got) != set(sizes):
             return fail(f"{where}: returned the keys {sorted(got, key=str)}",
                         f"the keys are the languages of sizes, {sorted(sizes)}, each once.")
-        if not all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+        if not all(is_number(v) and math.isfinite(v)
                    for v in got.values()):
             return fail(f"{where}: returned {got}", "every weight is a finite number (a float).")
         shares = ", ".join(f"{k} {want[k]:.3f}" for k in sizes)
@@ -414,7 +413,7 @@ def check_shared_share(shared_share) -> bool:
         got, err = call_safely(shared_share, list(english), list(other))
         if err:
             return fail(f"{what}: raised {err}", "two lists of pieces (str) in, a float out.")
-        if not isinstance(got, numbers.Real) or isinstance(got, bool):
+        if not is_number(got):
             return fail(f"{what}: returned {type(got).__name__}", "return one number between 0 and 1.")
         if math.isclose(float(got), want, abs_tol=1e-9):
             passed.append(f"{what}: {want:.3f}")

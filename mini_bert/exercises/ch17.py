@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 
 import torch
 
@@ -17,7 +16,8 @@ from ..build.tokenization import SPECIAL_TOKENS, WordPieceTokenizer
 from ..smaller.distillation import soft_target_loss as reference_loss
 from ..smaller.distillation import uniform_layer_map as reference_map
 from ..smaller.domain import pieces_per_word as reference_pieces
-from .common import all_close, call_safely, fail_check, keeps_random_state, report_checks, seeded_generator, shape_of
+from .common import (all_close, call_safely, fail_check, is_number, keeps_random_state, report_checks,
+                     seeded_generator, shape_of)
 
 # --------------------------------------------------------------------------------------------
 # Exercise 1: the soft-target loss
@@ -162,7 +162,7 @@ def check_pieces_per_word(pieces_per_word) -> bool:
         got, err = call_safely(pieces_per_word, tokenizer, list(texts))
         if err:
             return fail(f"{case}: raised {err}", "a tokenizer and a list of texts in, a float out.")
-        if not isinstance(got, numbers.Real) or isinstance(got, bool):
+        if not is_number(got):
             return fail(f"{case}: returned {type(got).__name__}", "return one number: pieces / words.")
         if math.isclose(float(got), want, rel_tol=1e-9):
             passed.append(f"{case}: {want:.3f}")

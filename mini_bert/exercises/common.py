@@ -17,6 +17,7 @@ The module's name does not start with "ch", so the package does not re-export an
 from __future__ import annotations
 
 import functools
+import numbers
 import textwrap
 from typing import Callable
 
@@ -70,6 +71,11 @@ def fail_check(name: str, passed: list[str], message: str, hint: str | None = No
     and then writes `return fail(message, hint)`.
     """
     return report_checks(name, [f"{message}. Hint: {hint}" if hint else message], passed)
+
+
+def is_number(value) -> bool:
+    """True for a real number a student may return (an int, a float, a NumPy scalar), not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def call_safely(fn: Callable, *args):
