@@ -164,7 +164,7 @@ def test_no_notebooks_of_the_chosen_chapters(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--chapters", "18"], "chapter(s) 18 have no exercises"),
+    (["--chapters", "19"], "chapter(s) 19 have no exercises"),
     (["--chapters", "one"], "give chapter numbers separated by commas"),
     (["--timeout", "0"], "give a positive number of seconds"),
     (["--csv", "no/such/folder/grades.csv"], "does not exist; create it"),

@@ -1,6 +1,5 @@
 """Checkers for the chapter 16 exercises: BERT's words of Chinese and mixed text, person / place /
-organisation labels from People's Daily's word tags, a forward-maximum-matching segmenter, the
-sampling weights of many languages, and the pieces two languages share.
+organisation labels from People's Daily's word tags, and a forward-maximum-matching segmenter.
 
 The People's Daily cases come after the hand-made ones: they need the corpus (the `chinese` extra), and
 a stub or a wrong answer to the first case is reported without reading it.
@@ -8,7 +7,6 @@ a stub or a wrong answer to the first case is reported without reading it.
 from __future__ import annotations
 
 import functools
-import math
 import re
 import unicodedata
 from typing import Callable, Iterator, Sequence
@@ -16,9 +14,7 @@ from typing import Callable, Iterator, Sequence
 from ..build.tokenization import is_cjk, is_punctuation, pre_tokenize, remove_accents
 from ..languages.chinese import (ENTITY_TAGS, bio_tags, entity_spans, people_daily, segment_fmm, sentiment_examples,
                                  training_lexicon)
-from ..languages.multilingual import sampling_weights as reference_weights
-from ..languages.multilingual import shared_share as reference_share
-from .common import call_safely, fail_check, is_number, report_checks
+from .common import call_safely, fail_check, report_checks
 
 
 def _first_difference(got: Sequence, want: Sequence) -> int:
@@ -231,80 +227,7 @@ def check_entity_bio(entity_bio) -> bool:
 
 
 # --------------------------------------------------------------------------------------------
-# Exercise 3: the sampling weights of many languages
-# --------------------------------------------------------------------------------------------
-
-# Words per language (made-up sizes of the order of the book's corpora), and a large and a small language.
-BOOK_SIZES = {"en": 634_025, "fr": 475_981, "es": 345_181, "zh": 1_310_590}  # section 16.5's word counts
-UNEQUAL_SIZES = {"en": 2_000_000, "sw": 10_000}
-WEIGHT_CASES = [("the four languages of section 16.5", BOOK_SIZES, alpha)
-                for alpha in (1.0, 0.7, 0.3, 0.0)] + [
-    ("a language 200 times larger than the other", UNEQUAL_SIZES, alpha) for alpha in (0.7, 0.3)]
-
-
-def _shares(sizes: dict[str, float], power: float, factor: float = 1.0, normalise: bool = True) -> dict[str, float]:
-    """factor * p_i ** power, normalised to sum to 1 or not: the weights of the usual mistakes."""
-    total = sum(sizes.values())
-    raw = {k: factor * (v / total) ** power for k, v in sizes.items()}
-    norm = sum(raw.values()) if normalise else 1.0
-    return {k: v / norm for k, v in raw.items()}
-
-
-def _close(got: dict, want: dict) -> bool:
-    return all(math.isclose(got[k], want[k], rel_tol=1e-9) for k in want)
-
-
-def _weight_hint(sizes: dict[str, float], alpha: float, got: dict) -> str:
-    """The hint for wrong weights: which usual mistake `got` is, if it is one."""
-    total = sum(got.values())
-    if alpha > 0 and any(_close(got, _shares(sizes, 1 / alpha, normalise=n)) for n in (True, False)):
-        return ("the exponent is alpha itself, q_i proportional to p_i ** alpha: alpha < 1 flattens the shares "
-                "towards the small languages, 1 / alpha sharpens them.")
-    if alpha != 1 and any(_close(got, _shares(sizes, 1.0, alpha, normalise=n)) for n in (True, False)):
-        return ("alpha is an exponent, not a factor: q_i is proportional to p_i ** alpha (alpha x p_i, "
-                "normalised, is p_i again).")
-    if not math.isclose(total, 1.0, rel_tol=1e-9):
-        return (f"the weights sum to {total:.4g}: renormalise, divide each p_i ** alpha by the sum over all "
-                "the languages.")
-    if alpha == 1:
-        return "alpha = 1 should give the proportions, p_i = n_i / sum_j n_j."
-    return "q_i = p_i ** alpha / sum_j p_j ** alpha, with p_i = n_i / sum_j n_j."
-
-
-def check_sampling_weights(sampling_weights) -> bool:
-    """Check sampling_weights(sizes, alpha) -> dict[str, float]: q_i = p_i^alpha / sum_j p_j^alpha with
-    p_i = n_i / sum_j n_j, for sizes {language: n_i} (multilingual BERT's smoothing, XLM-R's alpha)."""
-    passed: list[str] = []
-    fail = functools.partial(fail_check, "check_sampling_weights", passed)
-    for case, sizes, alpha in WEIGHT_CASES:
-        want = reference_weights(sizes, alpha)
-        got, err = call_safely(sampling_weights, dict(sizes), alpha)
-        where = f"{case}, alpha {alpha}"
-        if err:
-            hint = ("alpha = 0 is allowed: p ** 0 = 1 for every language, equal shares." if alpha == 0 else
-                    "a dict {language: size} and a float in, a dict {language: weight} out.")
-            return fail(f"{where}: raised {err}", hint)
-        if not isinstance(got, dict):
-            return fail(f"{where}: returned {type(got).__name__}",
-                        "return a dict keyed by language, {'en': ..., 'fr': ...}"
-                        + (", not a list of weights." if isinstance(got, (list, tuple)) else "."))
-        if set(got) != set(sizes):
-            return fail(f"{where}: returned the keys {sorted(got, key=str)}",
-                        f"the keys are the languages of sizes, {sorted(sizes)}, each once.")
-        if not all(is_number(v) and math.isfinite(v)
-                   for v in got.values()):
-            return fail(f"{where}: returned {got}", "every weight is a finite number (a float).")
-        shares = ", ".join(f"{k} {want[k]:.3f}" for k in sizes)
-        if _close(got, want):
-            passed.append(f"{where}: {shares}")
-            continue
-        return fail(f"{where}: got {', '.join(f'{k} {float(got[k]):.3f}' for k in sizes)}, expected {shares}",
-                    _weight_hint(sizes, alpha, got))
-    return report_checks("check_sampling_weights", [], passed)
-
-
-# --------------------------------------------------------------------------------------------
-# Exercise 4: forward maximum matching
+# Exercise 3: forward maximum matching
 # --------------------------------------------------------------------------------------------
 
 TOY_LEXICON = frozenset({"中国", "中国人", "人民", "银行", "酒店", "服务", "服务员", "态度"})
@@ -388,44 +311,3 @@ def check_segment_fmm(segment) -> bool:
         return fail(f"{what}: got {' / '.join(got[k:k + 4])} ... from word {k}, expected "
                     f"{' / '.join(want[k:k + 4])}", _fmm_hint(text, lexicon, longest, got))
     return report_checks("check_segment_fmm", [], passed)
-
-
-# --------------------------------------------------------------------------------------------
-# Exercise 5: the pieces two languages share
-# --------------------------------------------------------------------------------------------
-
-SHARE_CASES = [  # (what, English pieces, the other language's pieces)
-    ("names", ["paris", "is", "the", "capital", "of", "france"],
-     ["paris", "est", "la", "capitale", "de", "la", "france", "1789", "1789"]),
-    ("a piece repeated", ["the", "cat", "sat"], ["el", "gato", "el", "gato", "the"]),
-    ("no piece in common", ["the", "river"], ["河", "流"]),
-    ("pieces of words", ["nation", "##al", "park"], ["parc", "nation", "##al"]),
-]
-
-
-def check_shared_share(shared_share) -> bool:
-    """Check shared_share(english, other) -> float: the share of the other language's piece
-    OCCURRENCES (a repeated piece counts each time) whose piece also occurs in the English pieces."""
-    passed: list[str] = []
-    fail = functools.partial(fail_check, "check_shared_share", passed)
-    for what, english, other in SHARE_CASES:
-        want = reference_share(english, other)
-        got, err = call_safely(shared_share, list(english), list(other))
-        if err:
-            return fail(f"{what}: raised {err}", "two lists of pieces (str) in, a float out.")
-        if not is_number(got):
-            return fail(f"{what}: returned {type(got).__name__}", "return one number between 0 and 1.")
-        if math.isclose(float(got), want, abs_tol=1e-9):
-            passed.append(f"{what}: {want:.3f}")
-            continue
-        types = len(set(other) & set(english)) / len(set(other))
-        if math.isclose(float(got), reference_share(other, english), abs_tol=1e-9):
-            hint = "the share of the OTHER language's pieces found in English, not the other way round."
-        elif math.isclose(float(got), types, abs_tol=1e-9):
-            hint = "count occurrences, not distinct pieces: a piece that appears twice counts twice."
-        elif math.isclose(float(got), want * len(other), abs_tol=1e-9):
-            hint = "divide by the number of the other language's pieces: a share, not a count."
-        else:
-            hint = "for each piece of `other`, is it among the English pieces? The mean of those answers."
-        return fail(f"{what}: got {float(got):.3f}, expected {want:.3f}", hint)
-    return report_checks("check_shared_share", [], passed)

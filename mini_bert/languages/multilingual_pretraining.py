@@ -1,4 +1,4 @@
-"""One tiny BERT for many languages, and what crosses between them (chapter 16, issue 28).
+"""One tiny BERT for many languages, and what crosses between them (chapter 18, issue 28).
 
 The plan, fixed before any run: mini_bert/results/plan-chinese.md ("One model, many languages" and
 "Zero-shot transfer").
