@@ -74,7 +74,15 @@ benchmarks-smoke: install
 colab-check: install
 	MINI_BERT_COLAB_CHECK=1 OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests/test_colab_install.py -s
 
-test: provenance unit notebooks notebooks-portable book-strict benchmarks-smoke colab-check
+# Each step in turn, stopping at the first failure, each followed by its wall-clock seconds, so that
+# CI's log says where its time goes.
+TEST_STEPS := provenance unit notebooks notebooks-portable book-strict benchmarks-smoke colab-check
+test: install
+	@for step in $(TEST_STEPS); do \
+	  start=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$step || exit 1; \
+	  echo "== make $$step: $$(( $$(date +%s) - start )) s"; \
+	done
 
 clean:
 	rm -rf _build .pytest_cache

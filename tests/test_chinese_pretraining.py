@@ -266,3 +266,22 @@ def test_a_logged_zh_masking_run_replays_its_first_window():
     logged = next(r for r in study.runs if (r["arm"], r["seed"]) == ("character", 0))
     rows = cp.replay(cp.ZH_MASKING, "character", 0, logged["curve"], windows=1)
     assert [r["step"] for r in rows] == [165] and all(r["close"] for r in rows), rows
+
+
+def test_encoded_paragraphs_encode_once_and_hand_out_copies(tokenizer, monkeypatch):
+    # Every arm and held-out score reads the same encoded texts: encoded once per process and
+    # vocabulary, as segmented_documents would, and no caller can change what the next one reads.
+    calls = []
+    real = chinese.segmented_documents
+    monkeypatch.setattr(cp, "_ENCODED", {})
+    monkeypatch.setattr(chinese, "segmented_documents", lambda *a, **k: calls.append(a) or real(*a, **k))
+    first = cp.encoded_paragraphs(cp.PEOPLES_DAILY, "validation", tokenizer, limit=20)
+    assert first == real(cp.paragraphs("validation", 20), tokenizer) and len(calls) == 1
+    first[0][0].append(-1)
+    first[1][0][0].clear()
+    again = cp.encoded_paragraphs(cp.PEOPLES_DAILY, "validation", cp.zh_tokenizer(), limit=20)
+    assert again == real(cp.paragraphs("validation", 20), tokenizer) and len(calls) == 1
+    cp.encoded_paragraphs(cp.PEOPLES_DAILY, "validation", tokenizer, limit=10)  # another text: encoded
+    assert len(calls) == 2
+    with pytest.raises(ValueError, match="only the whole training split has the reviews"):
+        cp.encoded_paragraphs(cp.WITH_REVIEWS, "validation", tokenizer)

@@ -295,6 +295,7 @@ def test_same_topic_pairs_are_fixed_balanced_and_labelled_by_the_articles_topics
     assert len(pairs) == len(docs) and all(a == d.sentences[0] for (a, _, _), d in zip(pairs, docs))
     assert all((topic_of[a] == topic_of[b]) == bool(label) for a, b, label in pairs)
     assert 0.4 < sum(label for *_, label in pairs) / len(pairs) < 0.6
+    assert all(a != b for a, b, _ in pairs)  # an article is never paired with itself
 
 
 def test_load_task_encodes_each_kind_and_keeps_evaluation_fixed(tokenizer):

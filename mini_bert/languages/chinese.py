@@ -225,7 +225,12 @@ class EntityExample:
 
 def entity_examples(split: str | None = None) -> list[EntityExample]:
     """Character-level person / place / organisation tagging built from People's Daily's nr / ns / nt."""
-    return [EntityExample(tuple(p.text), bio_tags(p.words, p.tags), p.line, p.split) for p in people_daily(split)]
+    return list(_entity_examples(split))
+
+
+@functools.lru_cache(maxsize=None)  # every fine-tuning run of the entity task reads them (seconds each)
+def _entity_examples(split: str | None) -> tuple[EntityExample, ...]:
+    return tuple(EntityExample(tuple(p.text), bio_tags(p.words, p.tags), p.line, p.split) for p in people_daily(split))
 
 
 # --------------------------------------------------------------------------------------------

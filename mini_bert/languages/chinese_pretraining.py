@@ -140,6 +140,7 @@ def paragraphs(split: str, limit: int | None = None) -> list:
     return found if limit is None else found[:limit]
 
 
+
 def zh_batches(recipe: Recipe, tokenizer, documents, flags) -> tuple[PhasedBatches, list[SegmentedData]]:
     """The training batches of a recipe on segmented paragraphs: one GlobalBatches per phase, as
     `mini_bert.train.batches.recipe_batches` builds them for English articles."""
@@ -202,7 +203,7 @@ def zh_scores(model, tokenizer, unigram: int, limit: int | None = None) -> dict[
     recipe = Recipe()  # held-out examples are built the same way for every arm (format, seed)
     metrics: dict[str, float] = {}
     for split in ("validation", "test"):
-        documents, flags = chinese.segmented_documents(paragraphs(split, limit), tokenizer)
+        documents, flags = encoded_paragraphs(PEOPLES_DAILY, split, tokenizer, limit)
         for name, masking in (("mlm", MaskingConfig()), ("words", MaskingConfig(mode="whole_word"))):
             data = SegmentedData(documents, flags, tokenizer, recipe, heldout=True, seq_len=SCORE_LENGTH,
                                  masking=masking)
@@ -281,11 +282,40 @@ def pretraining_text(study: Experiment) -> str:
     return PRETRAINING_TEXT.get(study.name, PEOPLES_DAILY)
 
 
+def segmented_texts(text: str, split: str, limit: int | None = None) -> list:
+    """The segmented texts of a split: People's Daily's paragraphs (the first `limit`), then, for
+    WITH_REVIEWS, the split's reviews cut by the segmenter (only the whole training split has them)."""
+    found = paragraphs(split, limit)
+    if text != WITH_REVIEWS:
+        return found
+    if split != "train" or limit is not None:
+        raise ValueError(f"only the whole training split has the reviews added ({WITH_REVIEWS!r}), not {split!r} "
+                         f"limited to {limit}")
+    return found + chinese.segmented_reviews("train")
+
+
 def pretraining_paragraphs(study: Experiment) -> list:
-    """The segmented training texts of a study: People's Daily's training paragraphs, then (WITH_REVIEWS)
-    the training reviews cut by the segmenter."""
-    found = paragraphs("train")
-    return found + chinese.segmented_reviews("train") if pretraining_text(study) == WITH_REVIEWS else found
+    """The segmented training texts of a study (pretraining_text: People's Daily, or with the reviews)."""
+    return segmented_texts(pretraining_text(study), "train")
+
+
+# (text, split, limit, lowercase, vocabulary) -> segmented_documents' (documents, flags). Every arm of a
+# study and every held-out score reads the same texts with the same vocabulary (the arms differ in
+# masking and seed), and encoding People's Daily with offsets takes seconds each time: a provenance
+# check fingerprints dozens of arms in one process.
+_ENCODED: dict[tuple, tuple[list, list]] = {}
+
+
+def encoded_paragraphs(text: str, split: str, tokenizer, limit: int | None = None) -> tuple[list, list]:
+    """chinese.segmented_documents of a split's texts (`text`: PEOPLES_DAILY, or WITH_REVIEWS for the
+    training split; the first `limit` paragraphs), encoded once per process and vocabulary. Fresh lists
+    on every call, so that no caller can change what another reads."""
+    key = (text, split, limit, tokenizer.lowercase, tuple(tokenizer.vocab))
+    if key not in _ENCODED:
+        _ENCODED[key] = chinese.segmented_documents(segmented_texts(text, split, limit), tokenizer)
+    documents, flags = _ENCODED[key]
+    return [[list(s) for s in d] for d in documents], [[list(f) for f in d] for d in flags]
+
 
 # What the chapter reads, fixed by the plan before the runs: the four scores of every verdict and
 # their margins (0.005 of held-out masked accuracy, 0.02 of a task's score), and each task's best
@@ -338,7 +368,7 @@ def arm_start(study: Experiment, arm: str, seed: int, scale: str = "cpu"):
     starts from, the same for the run and a replay of it."""
     recipe = study_recipe(study, arm, scale, seed)
     tokenizer = zh_tokenizer(recipe.vocab_size)
-    documents, flags = chinese.segmented_documents(pretraining_paragraphs(study), tokenizer)
+    documents, flags = encoded_paragraphs(pretraining_text(study), "train", tokenizer)
     batches, (train_data, *_) = zh_batches(recipe, tokenizer, documents, flags)
     return recipe, batches, build_model(recipe, tokenizer.vocab_size), tokenizer, train_data
 

@@ -204,13 +204,21 @@ def same_topic_examples(split: str) -> list[tuple[str, str, int]]:
     by_topic: dict[str, list[int]] = {}
     for i, d in enumerate(docs):
         by_topic.setdefault(d.topic, []).append(i)
+    # The pools, in index order, built once per topic (once per article was quadratic: seconds a call).
+    # An article's same-topic pool is its topic's list without itself: draw k of len - 1, skip its place.
+    others = {t: [j for j, d in enumerate(docs) if d.topic != t] for t in by_topic}
+    place = {i: k for members in by_topic.values() for k, i in enumerate(members)}
     generator = torch.Generator().manual_seed(0)
     examples = []
     for i, doc in enumerate(docs):
-        same = bool(torch.rand((), generator=generator) < 0.5) and len(by_topic[doc.topic]) > 1
-        pool_ = [j for j in by_topic[doc.topic] if j != i] if same else \
-            [j for j in range(len(docs)) if docs[j].topic != doc.topic]
-        j = pool_[int(torch.randint(len(pool_), (), generator=generator))]
+        members = by_topic[doc.topic]
+        same = bool(torch.rand((), generator=generator) < 0.5) and len(members) > 1
+        if same:
+            k = int(torch.randint(len(members) - 1, (), generator=generator))
+            j = members[k + (k >= place[i])]
+        else:
+            pool_ = others[doc.topic]
+            j = pool_[int(torch.randint(len(pool_), (), generator=generator))]
         examples.append((doc.sentences[0], docs[j].sentences[0], int(same)))
     return examples
 
