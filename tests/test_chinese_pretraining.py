@@ -283,5 +283,11 @@ def test_encoded_paragraphs_encode_once_and_hand_out_copies(tokenizer, monkeypat
     assert again == real(cp.paragraphs("validation", 20), tokenizer) and len(calls) == 1
     cp.encoded_paragraphs(cp.PEOPLES_DAILY, "validation", tokenizer, limit=10)  # another text: encoded
     assert len(calls) == 2
+    # What is cached is the texts' encoding, whatever chose them: paragraphs() patched to give other
+    # texts under the same name gets those texts encoded, not the cached ones.
+    few = cp.paragraphs
+    monkeypatch.setattr(cp, "paragraphs", lambda split, limit=None: few(split, 5))
+    assert cp.encoded_paragraphs(cp.PEOPLES_DAILY, "validation", tokenizer, limit=20) == real(
+        few("validation", 5), tokenizer) and len(calls) == 3
     with pytest.raises(ValueError, match="only the whole training split has the reviews"):
         cp.encoded_paragraphs(cp.WITH_REVIEWS, "validation", tokenizer)

@@ -140,7 +140,6 @@ def paragraphs(split: str, limit: int | None = None) -> list:
     return found if limit is None else found[:limit]
 
 
-
 def zh_batches(recipe: Recipe, tokenizer, documents, flags) -> tuple[PhasedBatches, list[SegmentedData]]:
     """The training batches of a recipe on segmented paragraphs: one GlobalBatches per phase, as
     `mini_bert.train.batches.recipe_batches` builds them for English articles."""
@@ -299,10 +298,12 @@ def pretraining_paragraphs(study: Experiment) -> list:
     return segmented_texts(pretraining_text(study), "train")
 
 
-# (text, split, limit, lowercase, vocabulary) -> segmented_documents' (documents, flags). Every arm of a
-# study and every held-out score reads the same texts with the same vocabulary (the arms differ in
-# masking and seed), and encoding People's Daily with offsets takes seconds each time: a provenance
-# check fingerprints dozens of arms in one process.
+# (the texts, lowercase, vocabulary) -> segmented_documents' (documents, flags). Every arm of a study
+# and every held-out score reads the same texts with the same vocabulary (the arms differ in masking
+# and seed), and encoding People's Daily with offsets takes seconds each time: a provenance check
+# fingerprints dozens of arms in one process. The key is the texts themselves (frozen, hashable),
+# not their names, so that whatever chooses the texts (a test's few paragraphs) cannot be served
+# another text's encoding.
 _ENCODED: dict[tuple, tuple[list, list]] = {}
 
 
@@ -310,9 +311,10 @@ def encoded_paragraphs(text: str, split: str, tokenizer, limit: int | None = Non
     """chinese.segmented_documents of a split's texts (`text`: PEOPLES_DAILY, or WITH_REVIEWS for the
     training split; the first `limit` paragraphs), encoded once per process and vocabulary. Fresh lists
     on every call, so that no caller can change what another reads."""
-    key = (text, split, limit, tokenizer.lowercase, tuple(tokenizer.vocab))
+    texts = tuple(segmented_texts(text, split, limit))
+    key = (texts, tokenizer.lowercase, tuple(tokenizer.vocab))
     if key not in _ENCODED:
-        _ENCODED[key] = chinese.segmented_documents(segmented_texts(text, split, limit), tokenizer)
+        _ENCODED[key] = chinese.segmented_documents(texts, tokenizer)
     documents, flags = _ENCODED[key]
     return [[list(s) for s in d] for d in documents], [[list(f) for f in d] for d in flags]
 
