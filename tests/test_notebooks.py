@@ -294,9 +294,6 @@ def test_chapter_numbering_of_exercises():
 # ============================================================================================
 
 FIGURE_CAPTION = re.compile(r"^\*\*Figure (\d+)\.(\d+)\.\*\* \S")
-# Chapters rewritten soon on new experiment logs; their figures are captioned then (strict: a
-# chapter that passes must leave the list).
-CAPTIONS_PENDING = {"11_roberta", "12_albert", "15_equal_compute"}
 
 
 def shown_figure_cells(nb):
@@ -306,9 +303,7 @@ def shown_figure_cells(nb):
             and not {"remove-cell", "remove-output"} & set(c["metadata"].get("tags", []))]
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
-    strict=True, reason="captioned when the chapter is rewritten")) if p.stem in CAPTIONS_PENDING else p
-    for p in CHAPTERS], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_figures_have_a_number_a_caption_and_alt_text(path):
     # The cell after a figure is its caption, "**Figure N.k.** ...", numbered in order within
     # chapter N; the figure's cell gives the image its alt text (mystnb: image: alt:), which a
@@ -328,15 +323,11 @@ def test_figures_have_a_number_a_caption_and_alt_text(path):
 
 
 # From chapter 8 on a chapter closes with what it found: at most five findings in plain words,
-# each with its glued number, in a "What we found" box (issue 27). Chapters rewritten soon on new
-# logs get theirs then (strict: a chapter that passes must leave the list).
+# each with its glued number, in a "What we found" box (issue 27).
 FOUND = re.compile(r"^`{3,}\{admonition\} What we found\n(?::[\w-]+:[^\n]*\n)*\n(.*?)^`{3,}$", re.M | re.S)
-FOUND_PENDING = {"11_roberta", "12_albert", "15_equal_compute"}
 
 
-@pytest.mark.parametrize("path", [pytest.param(p, marks=pytest.mark.xfail(
-    strict=True, reason="written when the chapter is rewritten")) if p.stem in FOUND_PENDING else p
-    for p in CHAPTERS if int(p.stem[:2]) >= 8], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [p for p in CHAPTERS if int(p.stem[:2]) >= 8], ids=lambda p: p.stem)
 def test_chapters_close_with_what_they_found(path):
     box = FOUND.search(markdown_of(path))
     assert box, "close the chapter with a '```{admonition} What we found' box"

@@ -634,18 +634,6 @@ def test_chapter_screenshot(stem, tmp_path):
 
 READER_WIDTH = 1400  # the window the issue's measurements were made in
 
-# Chapters whose figures are drawn again when they are rewritten on new experiment logs (their
-# notebooks cannot run until those logs are current); strict xfail: remove a chapter from the
-# list when its figures meet the standard.
-FIGURES_PENDING = {"11_roberta", "12_albert", "15_equal_compute"}
-LABELS_PENDING = {"15_equal_compute"}
-
-
-def _pending(stems, reason, pending=FIGURES_PENDING):
-    return [pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=reason)) if s in pending
-            else s for s in stems]
-
-
 CHAPTER_STEMS = [p.split("/", 1)[1] for p in CHAPTERS]
 
 
@@ -686,7 +674,7 @@ _FIGURES_JS = """Array.from(document.querySelectorAll('.cell_output img, figure 
 
 
 @needs_chromium
-@pytest.mark.parametrize("stem", _pending(CHAPTER_STEMS, "figures redrawn when the chapter is rewritten"))
+@pytest.mark.parametrize("stem", CHAPTER_STEMS)
 def test_figures_are_shown_at_their_full_size(browser, stem):
     html = built(f"chapters/{stem}")
     with browser.open(html.as_uri()) as tab:
@@ -722,8 +710,7 @@ _KEY_AS_LABEL = re.compile(r"set_[xy]label\(\s*(metric|key)\s*[,)]|\bplot_grid\(
 _LABELLED = re.compile(r"\breadable\(|\bmetric_label\(|set_ylabel\(\s*[f]?[\"']")
 
 
-@pytest.mark.parametrize("stem", _pending(CHAPTER_STEMS, "figures redrawn when the chapter is rewritten",
-                                          LABELS_PENDING))
+@pytest.mark.parametrize("stem", CHAPTER_STEMS)
 def test_no_figure_is_labelled_with_a_metric_key(stem):
     from mini_bert.views.figures import is_metric_key
 
