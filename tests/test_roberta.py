@@ -1,5 +1,6 @@
 """Chapter 11's experiments: RoBERTa's masking, formats and batches, as defined and as shipped."""
 import math
+import os
 
 import pytest
 import torch
@@ -121,6 +122,12 @@ def test_the_shipped_3300_step_format_logs_fail_only_the_nsp_heads_precondition(
     assert len(found) == 17  # 4 arms x (3 downstream + the plateau) + the NSP head
 
 
+# Chapter 11 trains this very run again in every CI notebook run and holds its logged scores to
+# 0.01, the pair scores to chance (section 11.1); by its commands, in an empty cache, it costs CI's
+# unit step almost six minutes more, so only with the slow tests (the smoke log's test reproduces
+# a run by its command).
+@pytest.mark.skipif(os.environ.get("MINI_BERT_SLOW") != "1",
+                    reason="chapter 11 trains this run again in CI's notebook run: MINI_BERT_SLOW=1")
 def test_a_logged_run_of_chapter_11_is_reproduced_by_its_commands(cache, tmp_path, capsys):
     """The 1,024-sequence arm's seed 0 (38 steps, the quickest to train), trained again in an empty
     cache by the grid's command, then scored again as the scores command does: the logged numbers."""
