@@ -48,13 +48,14 @@ notebooks: artifacts
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest $(NBVAL) chapters -n $(JOBS) --dist loadscope
 
 # The notebooks again, as another CPU would run them. Floating-point results differ between CPUs
-# (vector width, FMA, kernel choice) and between thread counts: torch's plain kernels
-# (ATEN_CPU_CAPABILITY=default instead of AVX2/AVX-512) and two threads instead of one move the
-# last bits of every float here, as a reader's laptop would. A compared output that changes is a
-# bug in the notebook: round it to the precision the prose uses, or tag the cell
-# nbval-ignore-output and assert its claim with a margin (CONTRIBUTING.md). One kernel at a time.
+# (vector width, FMA, kernel choice): torch's plain kernels (ATEN_CPU_CAPABILITY=default instead
+# of AVX2/AVX-512) move the last bits of every float here, as a reader's laptop would. A compared
+# output that changes is a bug in the notebook: round it to the precision the prose uses, or tag
+# the cell nbval-ignore-output and assert its claim with a margin (CONTRIBUTING.md). Two kernels of
+# one thread, as `notebooks`: one kernel of two threads took 1,340 s of CI's 90 minutes, the tiny
+# model's products too small to fill two threads.
 notebooks-portable: artifacts
-	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=2 $(BIN)/python -m pytest $(NBVAL) chapters -p no:xdist
+	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 $(BIN)/python -m pytest $(NBVAL) chapters -n $(JOBS) --dist loadscope
 
 book-strict: install
 	rm -rf _build
