@@ -1,6 +1,8 @@
 """Chapter 18's checkers accept a right answer (written two ways where there are two) and reject the usual
 wrong ones, with a hint; an unwritten stub gets the "not written yet" report."""
-from mini_bert.exercises import check_sampling_weights, check_shared_share
+import torch
+
+from mini_bert.exercises import check_sampling_weights, check_shared_share, check_twin_ranks
 from conftest import rejects
 
 
@@ -66,6 +68,45 @@ def test_an_unwritten_stub_is_reported_as_such(capsys):
     def stub(*args):
         raise NotImplementedError("your code here")
 
-    for checker in (check_sampling_weights, check_shared_share):
+    for checker in (check_sampling_weights, check_shared_share, check_twin_ranks):
         assert checker(stub) is False
         assert "not written yet" in capsys.readouterr().out
+
+
+# ---- exercise 3: scoring a ranking of English twins --------------------------------------------
+
+def twin_ranks(similarity):
+    right = similarity.diagonal().unsqueeze(1)
+    ranks = (similarity > right).sum(dim=1) + 1
+    return {"top1": (ranks == 1).float().mean().item(), "mrr": (1 / ranks.float()).mean().item()}
+
+
+def twin_ranks_by_sorting(similarity):
+    # In plain Python: a twin's rank is one more than the scores above it (a tie is not above).
+    top1 = mrr = 0.0
+    for i, row in enumerate(similarity.tolist()):
+        rank = 1 + sum(score > row[i] for score in row)
+        top1 += rank == 1
+        mrr += 1 / rank
+    return {"top1": top1 / len(similarity), "mrr": mrr / len(similarity)}
+
+
+def test_twin_ranks_accepts_right_answers_and_rejects_the_usual_mistakes(capsys):
+    for right in (twin_ranks, twin_ranks_by_sorting):
+        assert check_twin_ranks(right) is True, right.__name__
+        assert "check_twin_ranks: all 4 checks passed." in capsys.readouterr().out
+
+    def ties_against(similarity):
+        ranks = (similarity >= similarity.diagonal().unsqueeze(1)).sum(dim=1)
+        return {"top1": (ranks == 1).float().mean().item(), "mrr": (1 / ranks.float()).mean().item()}
+
+    rejects(check_twin_ranks(ties_against), "in the twin's favour", capsys, mark="WRONG:")
+    rejects(check_twin_ranks(lambda s: twin_ranks(s.T)), "along each ROW", capsys, mark="WRONG:")
+
+    def one_over_mean_rank(similarity):
+        ranks = (similarity > similarity.diagonal().unsqueeze(1)).sum(dim=1) + 1
+        return {"top1": (ranks == 1).float().mean().item(), "mrr": 1 / ranks.float().mean().item()}
+
+    rejects(check_twin_ranks(one_over_mean_rank), "not 1 / (the mean rank)", capsys, mark="WRONG:")
+    rejects(check_twin_ranks(lambda s: [1.0, 1.0]), '"top1" and "mrr"', capsys, mark="WRONG:")
+    assert check_twin_ranks(lambda s: twin_ranks(torch.as_tensor(s))) is True

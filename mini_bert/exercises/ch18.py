@@ -1,13 +1,16 @@
-"""Checkers for the chapter 18 exercises: the sampling weights of many languages, and the pieces two
-languages share.
+"""Checkers for the chapter 18 exercises: the sampling weights of many languages, the pieces two
+languages share, and how a ranking of English twins is scored.
 """
 from __future__ import annotations
 
 import functools
 import math
 
+import torch
+
 from ..languages.multilingual import sampling_weights as reference_weights
 from ..languages.multilingual import shared_share as reference_share
+from ..languages.multilingual_pretraining import rank_scores as reference_ranks
 from .common import call_safely, fail_check, is_number, report_checks
 
 
@@ -123,3 +126,72 @@ def check_shared_share(shared_share) -> bool:
             hint = "for each piece of `other`, is it among the English pieces? The mean of those answers."
         return fail(f"{what}: got {float(got):.3f}, expected {want:.3f}", hint)
     return report_checks("check_shared_share", [], passed)
+
+
+# --------------------------------------------------------------------------------------------
+# Exercise 3: scoring a ranking of English twins
+# --------------------------------------------------------------------------------------------
+
+RANK_CASES = [  # (what, similarity: row i = a foreign article, column j = an English one; i's twin is j = i)
+    ("every twin first", torch.eye(4) + 0.1),
+    ("one twin third", torch.tensor([[0.9, 0.1, 0.2], [0.5, 0.3, 0.8], [0.1, 0.2, 0.7]])),
+    ("a tie with the twin", torch.tensor([[0.5, 0.5, 0.1], [0.2, 0.6, 0.6], [0.9, 0.1, 0.3]])),
+    ("more English articles than foreign", torch.tensor([[0.2, 0.9, 0.1, 0.3, 0.0],
+                                                         [0.1, 0.4, 0.3, 0.5, 0.6],
+                                                         [0.3, 0.3, 0.8, 0.2, 0.1]])),
+]
+
+
+def _ranks(similarity: torch.Tensor, *, ties_against: bool = False, by_column: bool = False) -> torch.Tensor:
+    """The rank of each row's twin (1 = first); the variants of the usual mistakes."""
+    if by_column:
+        similarity = similarity[:, : similarity.shape[0]].T
+    right = similarity.diagonal().unsqueeze(1)
+    beaten = (similarity >= right).sum(1) if ties_against else (similarity > right).sum(1) + 1
+    return beaten
+
+
+def _rank_hint(similarity: torch.Tensor, got: dict) -> str:
+    """The hint for a wrong top1 or MRR: which usual mistake `got` is, if it is one."""
+    def scores(ranks):
+        ranks = ranks.float()
+        return {"top1": float((ranks == 1).float().mean()), "mrr": float((1 / ranks).mean())}
+
+    def close(want):
+        return all(math.isclose(float(got[k]), want[k], abs_tol=1e-6) for k in want)
+
+    right = _ranks(similarity)
+    if close(scores(_ranks(similarity, ties_against=True))):
+        return ("a tie with the twin counts in the twin's favour here: count the articles scored strictly "
+                "higher than the twin, plus one.")
+    if similarity.shape[0] == similarity.shape[1] and close(scores(_ranks(similarity, by_column=True))):
+        return "rank along each ROW: row i is the foreign article, and its candidates are the columns."
+    if math.isclose(float(got["mrr"]), 1 / float(right.float().mean()), abs_tol=1e-6):
+        return "MRR is the mean of 1 / rank over the articles, not 1 / (the mean rank)."
+    return ("rank = 1 + the number of English articles scored higher than the twin; top1 = the share of "
+            "rank 1, MRR = the mean of 1 / rank.")
+
+
+def check_twin_ranks(twin_ranks) -> bool:
+    """Check twin_ranks(similarity) -> {"top1": float, "mrr": float}: row i of the similarity matrix is a
+    foreign article, column j an English one, and row i's twin is column i; a twin's rank is 1 + the
+    number of English articles scored higher than it (a tie counts in the twin's favour), top1 the share
+    of twins ranked first, MRR the mean of 1 / rank (section 18.4, `rank_scores`)."""
+    passed: list[str] = []
+    fail = functools.partial(fail_check, "check_twin_ranks", passed)
+    for what, similarity in RANK_CASES:
+        want = reference_ranks(similarity)
+        got, err = call_safely(twin_ranks, similarity.clone())
+        if err:
+            return fail(f"{what}: raised {err}", "a 2-D tensor in (rows: foreign articles), a dict out.")
+        if not isinstance(got, dict) or not {"top1", "mrr"} <= set(got):
+            return fail(f"{what}: returned {got!r}", 'return a dict with the keys "top1" and "mrr".')
+        if not all(is_number(got[k]) or (torch.is_tensor(got[k]) and got[k].numel() == 1) for k in ("top1", "mrr")):
+            return fail(f"{what}: returned {got!r}", "top1 and mrr are numbers (float(...) of a tensor).")
+        expected = f"top1 {want['top1']:.3f}, MRR {want['mrr']:.3f}"
+        if all(math.isclose(float(got[k]), want[k], abs_tol=1e-6) for k in ("top1", "mrr")):
+            passed.append(f"{what}: {expected}")
+            continue
+        return fail(f"{what}: got top1 {float(got['top1']):.3f}, MRR {float(got['mrr']):.3f}; expected {expected}",
+                    _rank_hint(similarity, got))
+    return report_checks("check_twin_ranks", [], passed)
