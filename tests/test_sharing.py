@@ -3,6 +3,7 @@ the full-size table against the reference counts, timing, and the shipped logs (
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import torch
@@ -102,6 +103,11 @@ def test_the_shipped_chapter_12_logs_are_current_complete_and_name_their_command
     assert_shipped_ablation_logs("albert-parameters", min_seeds=5)
 
 
+# Chapter 12 trains and scores this very run again in every CI notebook run and holds its logged
+# scores to 0.01 (section 12.4); by its commands, in an empty cache, it cost CI's unit step about
+# five minutes more (304 s measured on a busy machine), so only with the slow tests.
+@pytest.mark.skipif(os.environ.get("MINI_BERT_SLOW") != "1",
+                    reason="chapter 12 trains this run again in CI's notebook run: MINI_BERT_SLOW=1")
 def test_a_logged_run_of_chapter_12_is_reproduced_by_its_commands(cache, tmp_path, capsys):
     """The one-layer arm's seed 0 (the quickest to train), trained again in an empty cache by the
     grid's command, then scored again as the scores command does: the logged numbers come back."""
