@@ -11,7 +11,7 @@ an edited arm recipe shows as a changed definition.
 
 - `check_log(path)` / `check_logs()`: every number that moved, named with its log, arm, old and
   new value; `python -m mini_bert provenance` runs it over every shipped log (two worker
-  processes, a few minutes on two cores).
+  processes, about 11 minutes on two cores; a study's logs share one worker, see `task_groups`).
 - `backfill(path)`: compute and store the fingerprints of a log's arms with today's code (no run
   is trained again).
 - `record_verified()`: after a passing check, remember which code version it passed under
@@ -23,7 +23,7 @@ import datetime
 import json
 import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Sequence
 
@@ -97,16 +97,35 @@ def _task(path: str, arm: str, seed: int, prefix: dict) -> tuple[str, str, dict 
     return path, arm, found, time.perf_counter() - started
 
 
+def _task_group(tasks: list[tuple]) -> list[tuple[str, str, dict | str, float]]:
+    """Several arms in turn, in one worker: a study's logs share a setup (chapter 18's sampled
+    texts, chapter 16's segmented corpus, the book's model for fine-tuning) that a worker process
+    builds once and keeps, so they go to the same worker."""
+    return [_task(*task) for task in tasks]
+
+
 def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
+
+
+def task_groups(tasks: Sequence[tuple]) -> list[list[tuple]]:
+    """The tasks (path, arm, seed, prefix) in groups for the workers, largest first (so that two
+    workers finish together): a pretraining grid's or scores log's arms one log a group (their
+    setup is the book's corpus, cheap to build again); every other kind one group per kind."""
+    groups: dict[str, list[tuple]] = {}
+    for task in tasks:
+        kind = log_kind(read_log(task[0]))
+        groups.setdefault(task[0] if kind in (GRID, SCORES) else kind, []).append(task)
+    return sorted(groups.values(), key=len, reverse=True)
 
 
 def fingerprint_logs(paths: Sequence[str | Path], jobs: int = 2, progress: bool = True, threads: int = 1,
                      fresh: bool = False) -> dict:
     """{"fingerprints": {path: {arm: fingerprint or error text}}, "seconds": {path: seconds}} for
     every arm of the logs, computed in `jobs` worker processes of `threads` torch threads each
-    (jobs=1: in this process); with the seed and prefix each arm was fingerprinted with, or
-    (fresh=True, a backfill) with its smallest seed and the default prefix."""
+    (jobs=1: in this process), in the groups of `task_groups`; with the seed and prefix each arm
+    was fingerprinted with, or (fresh=True, a backfill) with its smallest seed and the default
+    prefix."""
     tasks = [(str(p), arm, *((seed, PREFIX.__dict__) if fresh else logged_seed_and_prefix(read_log(p), arm, seed)))
              for p in paths for arm, seed in fingerprinted_arms(read_log(p)["runs"]).items()]
     found: dict = {str(p): {} for p in paths}
@@ -115,19 +134,21 @@ def fingerprint_logs(paths: Sequence[str | Path], jobs: int = 2, progress: bool 
 
     bar = tqdm(total=len(tasks), desc="fingerprints", unit="arm", disable=not progress)
     before = torch.get_num_threads()
+    groups = task_groups(tasks)
     if jobs == 1:
         torch.set_num_threads(threads)
-        results = (_task(*t) for t in tasks)
+        results = map(_task_group, groups)
         pool = None
     else:
         pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_init_worker, initargs=(threads,))
-        results = pool.map(_task, *zip(*tasks)) if tasks else iter(())
+        results = (future.result() for future in as_completed([pool.submit(_task_group, g) for g in groups]))
     try:
-        for path, arm, fp, spent in results:
-            found[path][arm] = fp
-            seconds[path] += spent
-            bar.update(1)
+        for group in results:
+            for path, arm, fp, spent in group:
+                found[path][arm] = fp
+                seconds[path] += spent
+                bar.update(1)
     finally:
         bar.close()
         torch.set_num_threads(before)

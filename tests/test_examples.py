@@ -250,6 +250,15 @@ def test_dataset_items_and_masking_off():
         assert item["sentence_label"].item() == ex.sentence_label
     plain = PretrainingDataset(examples, SPECIAL, masking=None)[0]
     assert plain["input_ids"].tolist() == list(examples[0].input_ids)
+    # The padded columns: each row its example, then [PAD] ids and segment 0 (examples of
+    # several lengths, so that every row but the longest is padded).
+    assert len({len(ex) for ex in examples}) > 1
+    width = max(len(ex) for ex in examples)
+    for i, ex in enumerate(examples):
+        pad = width - len(ex)
+        assert ds.input_ids[i].tolist() == [*ex.input_ids, *[SPECIAL.pad] * pad]
+        assert ds.token_type_ids[i].tolist() == [*ex.token_type_ids, *[0] * pad]
+    assert PretrainingDataset([], SPECIAL).input_ids.shape == (0, 0)
     assert (plain["mlm_labels"] == IGNORE_INDEX).all()
     with pytest.raises(ValueError, match="continuation"):
         PretrainingDataset(examples, SPECIAL, MaskingConfig(mode="whole_word"))

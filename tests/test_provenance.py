@@ -298,3 +298,24 @@ def test_one_logged_run_of_each_log_is_reproduced(path, cache):
         if not ok:
             moved[key] = (logged, again[key])
     assert moved == {}, f"{path.name}, arm {record['arm']!r} seed {record['seed']}: {moved}"
+
+
+def test_a_studys_logs_go_to_one_worker_and_the_largest_groups_first():
+    # The shipped logs' arms as the check schedules them: every arm exactly once; a pretraining
+    # grid's or scores log's arms a group of their own; every other kind (a study of chapters
+    # 15-18, fine-tuning) all its logs in one group, so that one worker builds its setup once.
+    paths = provenance.shipped_logs()
+    tasks = [(str(p), arm, seed, {}) for p in paths
+             for arm, seed in fpm.fingerprinted_arms(provenance.read_log(p)["runs"]).items()]
+    groups = provenance.task_groups(tasks)
+    assert sorted(t for g in groups for t in g) == sorted(tasks)
+    assert [len(g) for g in groups] == sorted((len(g) for g in groups), reverse=True)
+    kinds = {str(p): provenance.log_kind(provenance.read_log(p)) for p in paths}
+    for group in groups:
+        logs = {t[0] for t in group}
+        assert len({kinds[p] for p in logs}) == 1
+        if kinds[group[0][0]] in (provenance.GRID, provenance.SCORES):
+            assert len(logs) == 1
+        else:  # the whole kind
+            assert logs == {p for p, kind in kinds.items() if kind == kinds[group[0][0]]}
+    assert any(len({t[0] for t in g}) > 1 for g in groups)  # two logs of a study share a worker

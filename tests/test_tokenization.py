@@ -155,6 +155,55 @@ def test_normalization_rules():
     assert pre_tokenize("Hello, world! (e.g. $5)") == ["hello", ",", "world", "!", "(", "e", ".", "g", ".", "$", "5", ")"]
 
 
+def _normalize_one_character_at_a_time(text, lowercase=True):
+    """normalize as its docstring states it, walked character by character (the definition that
+    the str.translate tables in tokenization.py must reproduce)."""
+    import unicodedata
+
+    out = []
+    for ch in text:
+        if ch == "\ufffd" or tk.is_control(ch):
+            continue
+        out.append(" " if tk.is_whitespace(ch) else f" {ch} " if tk.is_cjk(ch) else ch)
+    text = "".join(out)
+    if lowercase:
+        text = unicodedata.normalize("NFD", text)
+        text = "".join(ch for ch in text if unicodedata.category(ch) != "Mn")
+        text = text.replace("Σ", "σ").lower()
+    return text
+
+
+def _split_one_character_at_a_time(normalized):
+    words = []
+    for chunk in tk._WHITESPACE_RUN.split(normalized):
+        start = 0
+        for i, ch in enumerate(chunk):
+            if tk.is_punctuation(ch):
+                words += [chunk[start:i]] * (i > start) + [ch]
+                start = i + 1
+        words += [chunk[start:]] * (start < len(chunk))
+    return words
+
+
+def test_normalize_and_split_equal_their_character_by_character_definitions():
+    # Every code point of the Basic Multilingual Plane and of the CJK extensions, in texts of
+    # 64 characters mixed with letters, spaces and punctuation: the per-character tables change
+    # no output anywhere.
+    import random
+
+    code_points = [*range(0x10000), *range(0x20000, 0x2A6E0, 7), *range(0x2F800, 0x2FA20)]
+    code_points = [c for c in code_points if not 0xD800 <= c <= 0xDFFF]  # no lone surrogates
+    rng = random.Random(0)
+    rng.shuffle(code_points)
+    filler = "aÉ .,!\t\u3000中"
+    for start in range(0, len(code_points), 64):
+        text = "".join(chr(c) + rng.choice(filler) for c in code_points[start:start + 64])
+        for lowercase in (True, False):
+            want = _normalize_one_character_at_a_time(text, lowercase)
+            assert normalize(text, lowercase) == want, text
+            assert tk.split_words(want) == _split_one_character_at_a_time(want), want
+
+
 def test_greedy_longest_match():
     vocab = {"un": 0, "##aff": 1, "##able": 2, "##a": 3, "u": 4, "##n": 5}
     assert wordpiece("unaffable", vocab) == ["un", "##aff", "##able"]

@@ -17,6 +17,8 @@ One module per view, in book order (every public name is also here, `from mini_b
 - `grid` (Part III): the arm chooser on a shipped grid. `choose_arms` restricts a grid's log to
   some arms read against one of them, `comparison_html` tables it, `grid_chooser` / `GridChooser`
   make it interactive; mini_bert.train.grids.plot_grid on `choose_arms` is the static twin.
+- `tables` (chapters 16-18): `score_table`, a Markdown table of every model's scores, mean ± sd
+  over seeds.
 - `figures`: the book's figure standard (width, fonts, labels in words, shared ranges):
   `use_book_style`, `subplots`, `metric_label`, `readable`, `share_range`, `figure_problems`.
 - `common`: the shared helpers (the ipywidgets import, HTML escaping, a figure as PNG) and
@@ -29,7 +31,7 @@ a network, identically in Jupyter, Colab and the rendered book.
 """
 from __future__ import annotations
 
-from . import figures, grid, heads, masking
+from . import figures, grid, heads, masking, tables
 from .bertviz import BOOK_WIDTH, MODEL_VIEW_MIN_HEADS, bertviz_html
 from .common import KernelFreeView
 from .figures import figure_problems, metric_label, readable, share_range, use_book_style
@@ -72,6 +74,7 @@ from .masking import (
     normalized_shares,
     plot_masked_tokens,
 )
+from .tables import score_table
 
 __all__ = [
     # masking (chapter 6)
@@ -90,6 +93,8 @@ __all__ = [
     "use_book_style", "metric_label", "readable", "share_range", "figure_problems",
     # grid (Part III)
     "choose_arms", "comparison_html", "grid_chooser",
+    # tables (chapters 16-18)
+    "score_table",
     # kernel-free views
     "KernelFreeView",
 ]  # and MaskingWidget, AttentionExplorer, GridChooser: the widget classes, defined when first asked for
