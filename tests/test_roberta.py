@@ -168,3 +168,14 @@ def test_the_3300_step_formats_see_the_same_real_tokens_a_step():
     assert ROBERTA_FORMATS_3300X64.base == ROBERTA_FORMATS_3300.base
     assert {a: {k: v for k, v in d.items() if k != "batch_size"} for a, d in ROBERTA_FORMATS_3300X64.arms.items()} \
         == {a: {k: v for k, v in d.items() if k != "batch_size"} for a, d in ROBERTA_FORMATS_3300.arms.items()}
+
+
+def test_the_shipped_3300_step_masking_logs_of_chapter_11_pass_their_preconditions():
+    """roberta-masking-3300 (issue 32): five seeds of every arm and of the untrained control,
+    current, at the sweep's rates; every arm beats the untrained control on each downstream score
+    and has left the unigram plateau (mini_bert/results/plan-3300.md)."""
+    from mini_bert.improve import ablations
+
+    assert_shipped_ablation_logs("roberta-masking-3300", min_seeds=5, swept=True)
+    found = ablations.preconditions(ablations.load_ablation("roberta-masking-3300"))
+    assert len(found) == 12 and not [str(p) for p in found if not p.holds]
