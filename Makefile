@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 # pytest-xdist workers; --dist loadscope keeps each notebook's cells on one worker, in order.
 JOBS   ?= 2
-NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+NBVAL  := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p tests.nbval_patience
 
 .PHONY: install artifacts book test provenance unit notebooks notebooks-portable book-strict benchmarks-smoke colab-check clean
 

@@ -1,7 +1,10 @@
 """The book's conventions, checked on every chapter notebook (nbval checks that they run)."""
 import ast
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -334,3 +337,29 @@ def test_chapters_close_with_what_they_found(path):
     findings = re.split(r"^- ", box.group(1), flags=re.M)[1:]
     assert 1 <= len(findings) <= 5, f"{len(findings)} findings: at most five"
     assert all("{glue:" in f for f in findings), "each finding carries its glued number"
+
+
+def test_the_notebook_runs_wait_longer_for_outputs_than_nbvals_five_seconds(tmp_path):
+    """The Makefile's NBVAL loads tests/nbval_patience.py, and on nbval's own cells (collected
+    from a two-cell notebook, as make test collects the chapters) it sets the wait after a
+    reply to OUTPUT_WAIT."""
+    from tests.nbval_patience import OUTPUT_WAIT
+
+    makefile = (ROOT / "Makefile").read_text()
+    nbval = re.search(r"^NBVAL\s*:=(.*)$", makefile, re.M).group(1).split()
+    assert nbval[nbval.index("-p") + 1] == "tests.nbval_patience"
+    cell = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [],
+            "source": ["1 + 1"]}
+    notebook = {"cells": [dict(cell, id="a"), dict(cell, id="b")], "nbformat": 4,
+                "nbformat_minor": 5, "metadata": {"kernelspec": {"name": "python3"}}}
+    (tmp_path / "tiny.ipynb").write_text(json.dumps(notebook))
+    (tmp_path / "conftest.py").write_text(
+        "def pytest_collection_finish(session):\n"
+        "    print('waits', [(type(i).__name__, i.output_timeout) for i in session.items])\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+         "--rootdir", str(tmp_path), *nbval, str(tmp_path / "tiny.ipynb")],
+        cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    waits = re.search(r"^waits (.*)$", done.stdout, re.M).group(1)
+    assert waits == repr([("IPyNbCell", OUTPUT_WAIT)] * 2)
