@@ -160,7 +160,6 @@ def test_the_reviews_study_changes_the_pretraining_text_and_nothing_else():
     study, first = cp.get_study("zh-masking-reviews"), cp.ZH_MASKING
     assert (study.arms, study.baseline, study.base, study.metrics, study.downstream) == (
         first.arms, first.baseline, first.base, first.metrics, first.downstream)
-    assert study.chosen_lr == {}  # chosen again by its own sweep
     assert cp.get_study("zh-masking-reviews-lr").arms == cp.get_study("zh-masking-lr").arms
     texts = cp.pretraining_paragraphs(study)
     pd = cp.pretraining_paragraphs(first)
@@ -198,11 +197,13 @@ def test_a_zh_masking_record_carries_both_chinese_tasks_downstream_and_its_finge
     assert cp.get_study("zh-masking-lr").downstream is None
 
 
-def test_the_zh_masking_rates_are_its_shipped_sweeps_choice():
-    # The sweep finished 2026-11-26; its choice is written into the study, and the seeded study's
-    # seed 0 trains exactly the sweep's run at that rate.
-    study, sweep = cp.get_study("zh-masking"), cp.get_study("zh-masking-lr")
-    shipped = cp.load_study("zh-masking-lr")  # current (test_provenance)
+@pytest.mark.parametrize("name", ["zh-masking", "zh-masking-reviews"])
+def test_the_zh_masking_rates_are_its_shipped_sweeps_choice(name):
+    # Each sweep finished (2026-11-26, 2026-11-28), chosen again for the reviews' study: its choice
+    # is written into the study, and the seeded study's seed 0 trains exactly the sweep's run at
+    # that rate (its model taken from the cache).
+    study, sweep = cp.get_study(name), cp.get_study(f"{name}-lr")
+    shipped = cp.load_study(f"{name}-lr")  # current (test_provenance)
     assert study.chosen_lr == chosen_rates(shipped) == {"character": 2e-3, "whole-word": 2e-3}
     for arm, lr in study.chosen_lr.items():
         assert cp.study_recipe(study, arm, "cpu", 0) == cp.study_recipe(sweep, sweep_arm(arm, lr), "cpu", 0)

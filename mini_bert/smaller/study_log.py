@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..core.cache import code_version
-from ..train.engine import LogPlan, run_log, seed_list, seeds_argument
-from ..train.finetune_runs import RESULTS_DIR, FinetuneGrid, read_log
+from ..train.engine import LogPlan, run_log, seed_list
+from ..train.finetune_runs import FinetuneGrid, read_log
 from ..train.fingerprint import is_current
+from ..train.grids import study_command, study_path  # one study CLI and folder for every study
 from .specialised import SpecialisedStudy
 
 LOG_FORMAT = "mini_bert-specialised/1"
@@ -32,15 +33,6 @@ def arm_definition(study: SpecialisedStudy, arm: str, scale: str) -> dict:
     if arm not in study.arms[scale]:
         raise ValueError(f"study {study.name!r} has no arm {arm!r}; its arms: {', '.join(study.arms[scale])}")
     return study.arms[scale][arm]
-
-
-def study_path(name: str, scale: str) -> Path:
-    """Where the book's log of a study is shipped: results/{name}-{scale}.json."""
-    return RESULTS_DIR / f"{name}-{scale}.json"
-
-
-def study_command(name: str, seeds: Sequence[int], scale: str) -> str:
-    return f"python -m mini_bert study {name} --seeds {seeds_argument(seeds)} --scale {scale}"
 
 
 class StudyResult(FinetuneGrid):
