@@ -26,7 +26,7 @@ book: install
 	@echo "open _build/html/index.html"
 
 # The shipped logs are current: the code reproduces every arm's fingerprint (mini_bert/provenance.py;
-# about 11 minutes on two cores, two single-thread workers). It names every number that moved.
+# about 7 minutes on two cores, two single-thread workers). It names every number that moved.
 provenance: install
 	$(BIN)/python -m mini_bert provenance --no-progress
 

@@ -320,3 +320,31 @@ def test_special_tokens_from_any_tokenizer():
     special = SpecialTokens.from_tokenizer(Words())
     assert (special.cls, special.sep, special.mask, special.pad, special.unk) == (101, 102, 103, 0, 100)
     assert special.ids == (0, 100, 101, 102, 103) and special.vocab_size == 1000
+
+
+def test_tokenized_documents_are_remembered_by_their_text_and_tokenizer_never_by_object(tokenizer):
+    from mini_bert.build import examples
+    from mini_bert.build.tokenization import WordPieceTokenizer
+
+    texts = [["The film was good.", "It was long."], ["Paris is a city."], ["Cats sleep."]]
+    expected = [[tokenizer.encode(s) for s in doc] for doc in texts]
+    first = tokenize_documents(texts, tokenizer)
+    assert first == expected
+    first[0][0].append(-1)  # a caller changes the ids it got ...
+    assert tokenize_documents(texts, tokenizer) == expected  # ... and the next call does not see it
+    texts[1][0] = "London is a city."  # the same list, other text: its own ids, not the old ones
+    assert tokenize_documents(texts, tokenizer)[1] == [tokenizer.encode("London is a city.")]
+    # The same vocabulary without lowercasing is another tokenizer.
+    cased = WordPieceTokenizer(tokenizer.ids_to_tokens, lowercase=False)
+    assert tokenize_documents([["Paris is a city."]], cased) == [[cased.encode("Paris is a city.")]]
+    assert cased.encode("Paris is a city.") != tokenizer.encode("Paris is a city.")
+    # Another kind of tokenizer is never served from the cache.
+    class Shouting(WordPieceTokenizer):
+        def encode_batch(self, texts, fast=True):
+            return [[7] * len(t) for t in texts]
+
+    loud = Shouting(tokenizer.ids_to_tokens)
+    assert tokenize_documents([["Cats sleep."]], loud) == [[[7] * len("Cats sleep.")]]
+    for n in range(examples._TOKENIZED_KEEP + 2):  # bounded: the oldest entries go
+        tokenize_documents([[f"sentence {n}."]], tokenizer)
+    assert len(examples._TOKENIZED) == examples._TOKENIZED_KEEP

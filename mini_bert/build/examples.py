@@ -312,6 +312,24 @@ def build_examples(documents: Documents, special: SpecialTokens, format: str = "
     raise ValueError(f"format must be one of {FORMATS}, got {format!r}")
 
 
+# Token ids already computed, by tokenizer and text: a grid, and the provenance check above all,
+# tokenize the same corpus for every arm (a second or more for the training split each time).
+# Only for a WordPieceTokenizer, whose ids depend on its vocabulary and lowercasing alone, and
+# keyed on the sentences themselves, not on the objects that hold them, so that a list a caller
+# changes later is never served the ids of what it held before. At most _TOKENIZED_KEEP entries
+# (the training split's ids take tens of MB); fresh lists on every call.
+_TOKENIZED: dict[tuple, tuple] = {}
+_TOKENIZED_KEEP = 4
+
+
+def _tokenizer_key(tokenizer) -> tuple | None:
+    from .tokenization import WordPieceTokenizer
+
+    if type(tokenizer) is not WordPieceTokenizer:
+        return None  # another kind (or a subclass): its output may depend on more, so never cached
+    return tuple(tokenizer.ids_to_tokens), tokenizer.lowercase
+
+
 def tokenize_documents(documents, tokenizer) -> list[list[list[int]]]:
     """Token ids per sentence per document: the input every builder above takes.
 
@@ -331,16 +349,24 @@ def tokenize_documents(documents, tokenizer) -> list[list[list[int]]]:
         if not doc:
             raise ValueError(f"document {i} is empty text")
         sentences.append(doc)
-    flat = [s for doc in sentences for s in doc]
-    if hasattr(tokenizer, "encode_batch"):
-        encoded = tokenizer.encode_batch(flat)
-    else:
-        encoded = [tokenizer.encode(s) for s in flat]
-    out, k = [], 0
-    for doc in sentences:
-        out.append([list(ids) for ids in encoded[k:k + len(doc)]])
-        k += len(doc)
-    return out
+    identity = _tokenizer_key(tokenizer)
+    key = None if identity is None else (identity, tuple(tuple(doc) for doc in sentences))
+    if key is None or key not in _TOKENIZED:
+        flat = [s for doc in sentences for s in doc]
+        if hasattr(tokenizer, "encode_batch"):
+            encoded = tokenizer.encode_batch(flat)
+        else:
+            encoded = [tokenizer.encode(s) for s in flat]
+        ids, k = [], 0
+        for doc in sentences:
+            ids.append(tuple(tuple(x) for x in encoded[k:k + len(doc)]))
+            k += len(doc)
+        if key is None:
+            return [[list(x) for x in doc] for doc in ids]
+        while len(_TOKENIZED) >= _TOKENIZED_KEEP:
+            del _TOKENIZED[next(iter(_TOKENIZED))]  # the oldest entry
+        _TOKENIZED[key] = tuple(ids)
+    return [[list(x) for x in doc] for doc in _TOKENIZED[key]]
 
 
 # --------------------------------------------------------------------------------------------
