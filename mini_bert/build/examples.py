@@ -351,22 +351,22 @@ def tokenize_documents(documents, tokenizer) -> list[list[list[int]]]:
         sentences.append(doc)
     identity = _tokenizer_key(tokenizer)
     key = None if identity is None else (identity, tuple(tuple(doc) for doc in sentences))
-    if key is None or key not in _TOKENIZED:
-        flat = [s for doc in sentences for s in doc]
-        if hasattr(tokenizer, "encode_batch"):
-            encoded = tokenizer.encode_batch(flat)
-        else:
-            encoded = [tokenizer.encode(s) for s in flat]
-        ids, k = [], 0
-        for doc in sentences:
-            ids.append(tuple(tuple(x) for x in encoded[k:k + len(doc)]))
-            k += len(doc)
-        if key is None:
-            return [[list(x) for x in doc] for doc in ids]
+    if key in _TOKENIZED:
+        return [[list(ids) for ids in doc] for doc in _TOKENIZED[key]]
+    flat = [s for doc in sentences for s in doc]
+    if hasattr(tokenizer, "encode_batch"):
+        encoded = tokenizer.encode_batch(flat)
+    else:
+        encoded = [tokenizer.encode(s) for s in flat]
+    out, k = [], 0
+    for doc in sentences:
+        out.append([list(ids) for ids in encoded[k:k + len(doc)]])
+        k += len(doc)
+    if key is not None:
         while len(_TOKENIZED) >= _TOKENIZED_KEEP:
             del _TOKENIZED[next(iter(_TOKENIZED))]  # the oldest entry
-        _TOKENIZED[key] = tuple(ids)
-    return [[list(x) for x in doc] for doc in _TOKENIZED[key]]
+        _TOKENIZED[key] = tuple(tuple(tuple(ids) for ids in doc) for doc in out)
+    return out
 
 
 # --------------------------------------------------------------------------------------------
