@@ -359,10 +359,17 @@ def baseline_records(seeds: Sequence[int], downstream: Downstream = ZH_DOWNSTREA
             for seed, ds in draws.items() for metric, (name, key) in BEST_BASELINE.items()]
 
 
-def verdicts(result: GridResult) -> list[tuple[Comparison, Verdict]]:
-    """comparisons() read from a zh-masking log (load_study) and the baselines of its seeds."""
+def verdicts(result: GridResult, baselines: Sequence[dict] | None = None) -> list[tuple[Comparison, Verdict]]:
+    """comparisons() read from a zh-masking log (load_study) and the baselines of its seeds:
+    baseline_records(seeds), computed here unless given (it fine-tunes nothing but takes a while, and
+    two studies with the same seeds share it)."""
     seeds = sorted({r["seed"] for r in result.runs})
-    return compare(comparisons(result.experiment), [*result.runs, *baseline_records(seeds)])
+    if baselines is None:
+        baselines = baseline_records(seeds)
+    elif sorted({r["seed"] for r in baselines}) != seeds:
+        raise ValueError(f"the baselines are for seeds {sorted({r['seed'] for r in baselines})}, the log's runs for "
+                         f"{seeds}: pass baseline_records({seeds})")
+    return compare(comparisons(result.experiment), [*result.runs, *baselines])
 
 
 # ============================================================================================
