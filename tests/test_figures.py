@@ -92,3 +92,22 @@ def test_a_verdict_plot_draws_each_difference_against_its_margin():
     assert list(thin.get_xdata()) == [top.difference.ci_low, top.difference.ci_high]
     assert list(thick.get_xdata()) == list(top.ci90) and list(thin.get_ydata()) == [2, 2]
     assert figures.figure_problems(fig) == []
+
+
+def test_a_precondition_plot_says_holds_only_where_the_whole_interval_is_above_zero():
+    from mini_bert.train.stats import paired_difference
+
+    rows = [("above", paired_difference({0: 0.30, 1: 0.31, 2: 0.32}, {0: 0.20, 1: 0.20, 2: 0.21})),
+            ("across zero", paired_difference({0: 0.1, 1: 0.5, 2: 0.3}, {0: 0.3, 1: 0.2, 2: 0.4})),
+            ("below", paired_difference({0: 0.10, 1: 0.11, 2: 0.12}, {0: 0.20, 1: 0.20, 2: 0.21})),
+            ("one seed", paired_difference({0: 0.9}, {0: 0.1}))]
+    fig, ax = figures.subplots(height=2.4)
+    figures.precondition_plot(ax, rows)
+    fig.canvas.draw()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["one seed", "below", "across zero", "above"]
+    # a detected drop fails like an interval across zero, and one seed cannot hold
+    assert [t.get_text() for t in ax.texts] == ["holds", "fails", "fails", "fails"]
+    assert ax.texts[0].get_color() != ax.texts[1].get_color()
+    line = ax.lines[0]  # the first row's 95% interval, on top
+    assert list(line.get_xdata()) == [rows[0][1].ci_low, rows[0][1].ci_high] and list(line.get_ydata()) == [3, 3]
+    assert figures.figure_problems(fig) == []

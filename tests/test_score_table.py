@@ -37,3 +37,15 @@ def test_rows_columns_and_cells_are_mean_and_sample_sd_over_seeds():
 def test_an_arm_without_records_is_named():
     with pytest.raises(ValueError, match=r"no records of arm\(s\) \['b'\].*'a', 'control'"):
         score_table(RECORDS, {"x": "x"}, {"a": "A", "b": "B"})
+
+
+def test_signed_numbers_and_intervals_never_read_minus_zero():
+    from mini_bert.train.stats import paired_difference
+    from mini_bert.views.tables import interval, signed
+
+    assert [signed(x) for x in (0.0123, -0.0123, -0.0004, 0.0004, 0.0)] == [
+        "+0.012", "-0.012", "0.000", "0.000", "0.000"]
+    assert signed(-0.00004, 4) == "0.0000" and signed(-0.00006, 4) == "-0.0001"
+    d = paired_difference({0: 0.30, 1: 0.31, 2: 0.32}, {0: 0.20, 1: 0.20, 2: 0.21})
+    assert interval(d) == f"{signed(d.mean)} [{signed(d.ci_low)}, {signed(d.ci_high)}]"
+    assert interval(d).startswith("+0.107 [+0.0")

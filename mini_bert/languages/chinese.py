@@ -299,7 +299,7 @@ def segment_fmm(text: str, lexicon: set[str] | frozenset[str], longest: int = LO
     """Forward maximum matching: from the left, the longest lexicon word that starts here (at most
     `longest` characters); a run of Latin letters and digits is one word; anything else one character.
     The words join back to `text` exactly. The simplest dictionary segmenter: it errs where two
-    words overlap (the longer one wins), which is what the arm that uses it inherits."""
+    words overlap (the one that starts first wins), which is what the arm that uses it inherits."""
     words, i = [], 0
     while i < len(text):
         run = _ALPHANUMERIC.match(text, i)

@@ -159,6 +159,24 @@ def share_range(axes: Iterable, axis: str = "y") -> tuple[float, float]:
 VERDICT_COLOURS = {DIFFERENT: "C3", EQUIVALENT: "C2", INCONCLUSIVE: "0.45"}
 
 
+def _interval_rows(ax, rows, draw, xlabel: str):
+    """The frame verdict_plot and precondition_plot share: row i of `rows` ((label, what) pairs)
+    at height len - 1 - i, drawn by draw(y, what) -> (word, colour), the word written at the right;
+    0 dashed, the labels on the left."""
+    from matplotlib.transforms import blended_transform_factory
+
+    edge = blended_transform_factory(ax.transAxes, ax.transData)
+    for i, (label, what) in enumerate(rows):
+        y = len(rows) - 1 - i
+        word, colour = draw(y, what)
+        ax.text(1.01, y, word, transform=edge, va="center", color=colour, fontsize=9)
+    ax.axvline(0, color="0.3", linestyle="--", linewidth=0.8)
+    ax.set_yticks(range(len(rows)), [label for label, _ in reversed(rows)])
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlabel(xlabel)
+    return ax
+
+
 def verdict_plot(ax, rows, *, xlabel: str = "paired difference (arm - baseline)"):
     """Paired differences and their verdicts (mini_bert.train.stats.Verdict), one row each, top
     to bottom: the mean (a dot), its 95% interval (a thin line), its 90% interval (a thick line),
@@ -166,22 +184,33 @@ def verdict_plot(ax, rows, *, xlabel: str = "paired difference (arm - baseline)"
     reads off it: "different" when the thin line misses 0 (even where the thick line lies inside
     the grey: a small difference, detected), else "equivalent" when the thick line lies inside the
     grey, else "inconclusive". rows: (label, Verdict) pairs. Returns ax."""
-    from matplotlib.transforms import blended_transform_factory
 
-    edge = blended_transform_factory(ax.transAxes, ax.transData)
-    for i, (label, found) in enumerate(rows):
-        y, d = len(rows) - 1 - i, found.difference
-        colour = VERDICT_COLOURS[found.kind]
+    def draw(y, found):
+        d, colour = found.difference, VERDICT_COLOURS[found.kind]
         ax.fill_betweenx([y - 0.32, y + 0.32], -found.margin, found.margin, color="0.9", linewidth=0)
         ax.plot([d.ci_low, d.ci_high], [y, y], color=colour, linewidth=1.2)
         ax.plot(found.ci90, [y, y], color=colour, linewidth=4, solid_capstyle="butt")
         ax.plot([d.mean], [y], "o", color="black", markersize=4)
-        ax.text(1.01, y, found.kind, transform=edge, va="center", color=colour, fontsize=9)
-    ax.axvline(0, color="0.3", linestyle="--", linewidth=0.8)
-    ax.set_yticks(range(len(rows)), [label for label, _ in reversed(rows)])
-    ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_xlabel(xlabel)
-    return ax
+        return found.kind, colour
+
+    return _interval_rows(ax, rows, draw, xlabel)
+
+
+def precondition_plot(ax, rows, *, xlabel: str = "paired difference (arm - untrained)"):
+    """Preconditions read off paired differences (mini_bert.train.stats.PairedDifference), one row
+    each: the mean (a dot) and its 95% interval (a line), 0 (dashed), and "holds" at the right when
+    the whole interval lies above 0 (the rule of mini_bert.improve.ablations.preconditions), else
+    "fails". No margin and no verdict: a precondition only says whether a comparison may count.
+    rows: (label, PairedDifference) pairs. Returns ax."""
+
+    def draw(y, d):
+        holds = d.n >= 2 and d.ci_low > 0
+        colour = "C0" if holds else "C3"
+        ax.plot([d.ci_low, d.ci_high], [y, y], color=colour, linewidth=2.5, solid_capstyle="butt")
+        ax.plot([d.mean], [y], "o", color="black", markersize=4)
+        return ("holds" if holds else "fails"), colour
+
+    return _interval_rows(ax, rows, draw, xlabel)
 
 
 def figure_problems(fig, column_px: int = COLUMN_PX) -> list[str]:

@@ -1,4 +1,5 @@
-"""The score table of chapters 16-18: a row per model, a column per score, mean ± sd over seeds."""
+"""The score table of chapters 16-18 (a row per model, a column per score, mean ± sd over seeds),
+and the signed numbers and intervals the chapters quote."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -24,3 +25,16 @@ def score_table(records: Sequence[dict], scores: Mapping[str, str], rows: Mappin
             cells.append("{:.3f} ± {:.3f}".format(*mean_std(values)) if values else "")
         table.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(table)
+
+
+def signed(x: float, digits: int = 3) -> str:
+    """`x` with its sign ("+0.012", "-0.012"); a value that rounds to zero is "0.000", never
+    "-0.000" or "+0.000", so that a difference of nothing reads as nothing."""
+    text = f"{x:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
+def interval(d, digits: int = 3) -> str:
+    """A paired difference (mini_bert.train.stats.PairedDifference) as the book writes it:
+    "mean [low, high]", its 95% interval, each signed."""
+    return f"{signed(d.mean, digits)} [{signed(d.ci_low, digits)}, {signed(d.ci_high, digits)}]"
