@@ -714,6 +714,18 @@ def test_table_statistics_against_numbers_worked_by_hand():
     assert d.detectable is False
 
 
+def test_above_zero_needs_the_whole_interval_above_zero_and_two_seeds():
+    # The precondition rule: an interval below 0 is detectable but not above it; one pair has none.
+    above = paired_difference({0: 0.30, 1: 0.31, 2: 0.32}, {0: 0.20, 1: 0.20, 2: 0.21})
+    below = paired_difference({0: 0.10, 1: 0.11, 2: 0.12}, {0: 0.20, 1: 0.20, 2: 0.21})
+    across = paired_difference({0: 0.1, 1: 0.5, 2: 0.3}, {0: 0.3, 1: 0.2, 2: 0.4})
+    assert above.above_zero and above.detectable
+    assert below.detectable and not below.above_zero
+    assert not across.above_zero and not across.detectable
+    assert not paired_difference({0: 0.9}, {0: 0.1}).above_zero
+    assert not paired_difference({1: 0.9}, {0: 0.1}).above_zero
+
+
 def test_too_few_pairs_give_no_interval_and_unknown_metrics_are_named():
     one = paired_difference({0: 0.5}, {0: 0.4})
     assert one.n == 1 and one.mean == pytest.approx(0.1) and math.isnan(one.ci_low) and not one.detectable

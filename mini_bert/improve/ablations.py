@@ -632,7 +632,7 @@ def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VER
             d = paired_difference(by_seed(result, arm, metric), by_seed(result, UNTRAINED, metric))
             found.append(Precondition(arm, f"beats the untrained control on {metric}",
                                       f"{d.mean:+.4f} [{d.ci_low:+.4f}, {d.ci_high:+.4f}] (n={d.n})",
-                                      bool(d.n >= 2 and d.ci_low > 0), metric))
+                                      d.above_zero, metric))
         accuracy = by_seed(result, arm, MLM_VERDICT)
         unigram = by_seed(result, arm, MLM_VERDICT.replace(".accuracy", ".unigram_accuracy"))
         if accuracy and unigram:

@@ -31,6 +31,12 @@ class PairedDifference:
     ci_high: float
     detectable: bool  # the interval excludes 0: more than seed noise, at this number of seeds
 
+    @property
+    def above_zero(self) -> bool:
+        """The whole interval is above 0: the arm beats its baseline by more than seed noise. This
+        is the book's precondition rule (False with fewer than two seeds: they have no interval)."""
+        return self.n >= 2 and self.ci_low > 0
+
 
 def mean_std(values: Sequence[float]) -> tuple[float, float]:
     """The mean and the sample standard deviation (ddof=1; nan for fewer than two values)."""

@@ -204,7 +204,7 @@ def precondition_plot(ax, rows, *, xlabel: str = "paired difference (arm - untra
     rows: (label, PairedDifference) pairs. Returns ax."""
 
     def draw(y, d):
-        holds = d.n >= 2 and d.ci_low > 0
+        holds = d.above_zero
         colour = "C0" if holds else "C3"
         ax.plot([d.ci_low, d.ci_high], [y, y], color=colour, linewidth=2.5, solid_capstyle="butt")
         ax.plot([d.mean], [y], "o", color="black", markersize=4)
