@@ -49,3 +49,17 @@ def test_signed_numbers_and_intervals_never_read_minus_zero():
     d = paired_difference({0: 0.30, 1: 0.31, 2: 0.32}, {0: 0.20, 1: 0.20, 2: 0.21})
     assert interval(d) == f"{signed(d.mean)} [{signed(d.ci_low)}, {signed(d.ci_high)}]"
     assert interval(d).startswith("+0.107 [+0.0")
+
+
+def test_intervals_in_points_and_as_costs():
+    from types import SimpleNamespace
+
+    from mini_bert.views.tables import interval
+
+    d = SimpleNamespace(mean=0.1067, ci_low=0.0823, ci_high=0.1311)
+    assert interval(d, 1, scale=100) == "+10.7 [+8.2, +13.1]"
+    # A cost: the opposite difference, its bounds swapped into order, without plus signs.
+    cost = SimpleNamespace(mean=-0.0102, ci_low=-0.0120, ci_high=-0.0083)
+    assert interval(cost, 2, scale=-100, sign=False) == "1.02 [0.83, 1.20]"
+    across = SimpleNamespace(mean=0.002, ci_low=-0.013, ci_high=0.017)
+    assert interval(across, 1, scale=-100, sign=False) == "-0.2 [-1.7, 1.3]"

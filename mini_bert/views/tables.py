@@ -34,7 +34,13 @@ def signed(x: float, digits: int = 3) -> str:
     return text[1:] if float(text) == 0 else text
 
 
-def interval(d, digits: int = 3) -> str:
+def interval(d, digits: int = 3, scale: float = 1.0, sign: bool = True) -> str:
     """A paired difference (mini_bert.train.stats.PairedDifference) as the book writes it:
-    "mean [low, high]", its 95% interval, each signed."""
-    return f"{signed(d.mean, digits)} [{signed(d.ci_low, digits)}, {signed(d.ci_high, digits)}]"
+    "mean [low, high]", its 95% interval, each signed. `scale=100` writes accuracy points;
+    a negative scale writes the opposite difference (a cost), its bounds in order; `sign=False`
+    drops the plus signs (a cost that is positive reads "1.02", not "+1.02")."""
+    def write(x: float) -> str:
+        text = signed(x, digits)
+        return text if sign else text.lstrip("+")
+    low, high = sorted((scale * d.ci_low, scale * d.ci_high))
+    return f"{write(scale * d.mean)} [{write(low)}, {write(high)}]"
