@@ -199,7 +199,7 @@ def verdict_plot(ax, rows, *, xlabel: str = "paired difference (arm - baseline)"
 def precondition_plot(ax, rows, *, xlabel: str = "paired difference (arm - untrained)"):
     """Preconditions read off paired differences (mini_bert.train.stats.PairedDifference), one row
     each: the mean (a dot) and its 95% interval (a line), 0 (dashed), and "holds" at the right when
-    the whole interval lies above 0 (the rule of mini_bert.improve.ablations.preconditions), else
+    the whole interval lies above 0 (`PairedDifference.above_zero`, the precondition rule), else
     "fails". No margin and no verdict: a precondition only says whether a comparison may count.
     rows: (label, PairedDifference) pairs. Returns ax."""
 
