@@ -29,6 +29,13 @@ def test_every_row_names_arms_of_its_grid_and_the_papers_numbers_are_the_tables(
     assert rows["ALBERT Table 5", "nsp", "mlm", "test.sop_probe.accuracy"].expected == -1
     assert rows["ALBERT Table 5", "sop", "mlm", "test.nsp_probe.accuracy"].effect == 26.5
     assert rows["RoBERTa Table 1", "static-2", "dynamic", DOWNSTREAM_MEAN].expected == 0  # -0.17: no difference
+    # ALBERT Tables 3-4 at E = 768 (our layers are unfactorised): all -2.5, FFN -2.8, attention -0.7
+    # (a drop beyond PAPER_EQUAL), embeddings of 128 -0.6; E = 256 shown beside them, not counted
+    albert = {(r.arm, r.baseline): r for r in PAPER_ROWS["albert-parameters-3300"]}
+    assert [albert[a, "none"].effect for a in ("all", "ffn", "attention", "e16", "e64")] == [
+        -2.5, -2.8, -0.7, -0.6, -0.5]
+    assert all(albert[a, "none"].expected == -1 for a in ("all", "ffn", "attention", "e16"))
+    assert [r.arm for r in PAPER_ROWS["albert-parameters-3300"] if not r.counted] == ["e64"]
     # every comparison the paper made is counted once; the rows beside them are marked
     counted = [(r.source, r.arm, r.baseline, r.metric) for rs in PAPER_ROWS.values() for r in rs if r.counted]
     assert len(counted) == len(set(counted))
