@@ -44,3 +44,27 @@ def interval(d, digits: int = 3, scale: float = 1.0, sign: bool = True) -> str:
         return text if sign else text.lstrip("+")
     low, high = sorted((scale * d.ci_low, scale * d.ci_high))
     return f"{write(scale * d.mean)} [{write(low)}, {write(high)}]"
+
+
+def precondition_table(conditions, names: Mapping[str, str] | None = None,
+                       scores: Mapping[str, str] | None = None) -> str:
+    """A Markdown table of preconditions (mini_bert.improve.ablations.Precondition and the
+    studies' own): a row each, its arm (shown by `names`), what it asks (each score key replaced
+    by its name in `scores`), what was measured, and whether it holds ("**no**" stands out)."""
+    lines = ["| arm | precondition | measured | holds |", "|---|---|---|---|"]
+    for p in conditions:
+        what = p.what
+        for key, name in (scores or {}).items():
+            what = what.replace(key, name)
+        holds = "yes" if p.holds else "**no**"
+        lines.append(f"| {(names or {}).get(p.arm, p.arm)} | {what} | {p.measured} | {holds} |")
+    return "\n".join(lines)
+
+
+def verdict_table(rows: Sequence[tuple[str, str, object]]) -> str:
+    """A Markdown table of verdicts (mini_bert.train.stats.Verdict): rows of (comparison, score,
+    verdict), each with its paired difference and 95% interval, and the verdict's word."""
+    lines = ["| comparison | score | difference [95%] | verdict |", "|---|---|---:|---|"]
+    for label, score, found in rows:
+        lines.append(f"| {label} | {score} | {interval(found.difference)} | {found.kind} |")
+    return "\n".join(lines)
