@@ -63,6 +63,10 @@ def test_intervals_in_points_and_as_costs():
     assert interval(cost, 2, scale=-100, sign=False) == "1.02 [0.83, 1.20]"
     across = SimpleNamespace(mean=0.002, ci_low=-0.013, ci_high=0.017)
     assert interval(across, 1, scale=-100, sign=False) == "-0.2 [-1.7, 1.3]"
+    # A bound that rounds to zero keeps its side: this interval excludes 0, and must read so.
+    near = SimpleNamespace(mean=-0.082, ci_low=-0.163, ci_high=-0.0004)
+    assert interval(near, 1, scale=100) == "-8.2 [-16.3, -0.0]"
+    assert interval(SimpleNamespace(mean=0.0, ci_low=-0.01, ci_high=0.0)) == "0.000 [-0.010, 0.000]"
 
 
 def test_precondition_and_verdict_tables():
@@ -75,10 +79,13 @@ def test_precondition_and_verdict_tables():
                              holds=True),
              SimpleNamespace(arm="char", what="beats untrained on test.f1", measured="-0.0",
                              holds=False)]
-    lines = precondition_table(found, {"wwm": "whole words"}, {"test.f1": "entity F1"}).splitlines()
+    named = {"wwm": "whole words", "char": "char"}
+    lines = precondition_table(found, named, {"test.f1": "entity F1"}).splitlines()
     assert lines[0] == "| arm | precondition | measured | holds |"
     assert lines[2] == "| whole words | beats untrained on entity F1 | +0.1 | yes |"
-    assert lines[3] == "| char | beats untrained on entity F1 | -0.0 | **no** |"  # unnamed: as is
+    assert lines[3] == "| char | beats untrained on entity F1 | -0.0 | **no** |"
+    with pytest.raises(KeyError):  # names given must name every arm
+        precondition_table(found, {"wwm": "whole words"}, {"test.f1": "entity F1"})
     v = verdict({0: 0.30, 1: 0.31, 2: 0.32}, {0: 0.20, 1: 0.20, 2: 0.21}, 0.02)
     table = verdict_table([("a − b", "topics", v)]).splitlines()
     assert table[2] == f"| a − b | topics | {interval(v.difference)} | different |"

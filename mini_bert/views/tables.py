@@ -36,20 +36,24 @@ def signed(x: float, digits: int = 3) -> str:
 
 def interval(d, digits: int = 3, scale: float = 1.0, sign: bool = True) -> str:
     """A paired difference (mini_bert.train.stats.PairedDifference) as the book writes it:
-    "mean [low, high]", its 95% interval, each signed. `scale=100` writes accuracy points;
-    a negative scale writes the opposite difference (a cost), its bounds in order; `sign=False`
-    drops the plus signs (a cost that is positive reads "1.02", not "+1.02")."""
-    def write(x: float) -> str:
+    "mean [low, high]", its 95% interval, each signed. A mean that rounds to zero reads "0.000";
+    a bound that rounds to zero keeps its side ("-0.000"), since whether the interval holds 0 is
+    what its verdict reads. `scale=100` writes accuracy points; a negative scale writes the
+    opposite difference (a cost), its bounds in order; `sign=False` drops the plus signs (a cost
+    that is positive reads "1.02", not "+1.02")."""
+    def write(x: float, bound: bool = False) -> str:
         text = signed(x, digits)
+        if bound and x != 0 and float(text) == 0:
+            text = f"{x:+.{digits}f}"
         return text if sign else text.lstrip("+")
     low, high = sorted((scale * d.ci_low, scale * d.ci_high))
-    return f"{write(scale * d.mean)} [{write(low)}, {write(high)}]"
+    return f"{write(scale * d.mean)} [{write(low, True)}, {write(high, True)}]"
 
 
 def precondition_table(conditions, names: Mapping[str, str] | None = None,
                        scores: Mapping[str, str] | None = None) -> str:
     """A Markdown table of preconditions (mini_bert.improve.ablations.Precondition and the
-    studies' own): a row each, its arm (shown by `names`), what it asks (each score key replaced
+    studies' own): a row each, its arm (shown by `names`, which must name every arm), what it asks (each score key replaced
     by its name in `scores`), what was measured, and whether it holds ("**no**" stands out)."""
     lines = ["| arm | precondition | measured | holds |", "|---|---|---|---|"]
     for p in conditions:
@@ -57,7 +61,8 @@ def precondition_table(conditions, names: Mapping[str, str] | None = None,
         for key, name in (scores or {}).items():
             what = what.replace(key, name)
         holds = "yes" if p.holds else "**no**"
-        lines.append(f"| {(names or {}).get(p.arm, p.arm)} | {what} | {p.measured} | {holds} |")
+        arm = p.arm if names is None else names[p.arm]  # a name missing is a KeyError, not a row
+        lines.append(f"| {arm} | {what} | {p.measured} | {holds} |")
     return "\n".join(lines)
 
 
