@@ -1,5 +1,5 @@
-"""The score table of chapters 16-18 (a row per model, a column per score, mean ± sd over seeds),
-and the signed numbers and intervals the chapters quote."""
+"""The tables the chapters show: scores (a row per model, a column per score, mean ± sd over
+seeds), preconditions and verdicts; and the signed numbers and intervals the chapters quote."""
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -53,8 +53,9 @@ def interval(d, digits: int = 3, scale: float = 1.0, sign: bool = True) -> str:
 def precondition_table(conditions, names: Mapping[str, str] | None = None,
                        scores: Mapping[str, str] | None = None) -> str:
     """A Markdown table of preconditions (mini_bert.improve.ablations.Precondition and the
-    studies' own): a row each, its arm (shown by `names`, which must name every arm), what it asks (each score key replaced
-    by its name in `scores`), what was measured, and whether it holds ("**no**" stands out)."""
+    studies' own): a row each, its arm (shown by `names`, which must name every arm), what it
+    asks (each score key replaced by its name in `scores`), what was measured, and whether it
+    holds ("**no**" stands out)."""
     lines = ["| arm | precondition | measured | holds |", "|---|---|---|---|"]
     for p in conditions:
         what = p.what
