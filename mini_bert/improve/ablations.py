@@ -56,7 +56,7 @@ from ..train.loop import train
 from ..train.pretraining import build_model, pretrain
 from ..train.recipe import Recipe
 from ..train.runs import flatten_metrics, heldout_slices, nested_metric, run, score
-from ..train.stats import Verdict, mean_std, paired_difference, values_by_seed, verdict
+from ..train.stats import Verdict, interval, mean_std, paired_difference, values_by_seed, verdict
 
 SCORES_FORMAT = "mini_bert-ablation-scores/1"
 ABLATION_CODE = ("improve.ablations",)  # the code version of a scores log: this module and all it imports
@@ -631,7 +631,7 @@ def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VER
         for metric in downstream:
             d = paired_difference(by_seed(result, arm, metric), by_seed(result, UNTRAINED, metric))
             found.append(Precondition(arm, f"beats the untrained control on {metric}",
-                                      f"{d.mean:+.4f} [{d.ci_low:+.4f}, {d.ci_high:+.4f}] (n={d.n})",
+                                      f"{interval(d, 4)} (n={d.n})",
                                       d.above_zero, metric))
         accuracy = by_seed(result, arm, MLM_VERDICT)
         unigram = by_seed(result, arm, MLM_VERDICT.replace(".accuracy", ".unigram_accuracy"))

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..train.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, Verdict, verdict
+from ..train.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, Verdict, interval, verdict
 from .ablations import MLM_VERDICT, by_seed, margin_for, preconditions
 
 DOWNSTREAM_MEAN = "test.downstream_mean.accuracy"  # the mean of chapter 10's three runs, each at 1,000 labels
@@ -146,7 +146,7 @@ def format_headline(rows: Sequence[HeadlineRow], label=lambda arm: arm, score=la
             ours, kind = "-", "-"
         else:
             d = r.verdict.difference
-            ours = f"{100 * d.mean:+.1f} [{100 * d.ci_low:+.1f}, {100 * d.ci_high:+.1f}]"
+            ours = interval(d, 1, scale=100)
             kind = r.verdict.kind if r.verdict.kind != EQUIVALENT else f"equivalent within ±{100 * r.verdict.margin:g}"
         reading = r.agreement + (f" ({r.row.note})" if r.row.note else "")
         lines.append(f"| {label(r.row.arm)} − {label(r.row.baseline)} ({r.row.source}) | {paper} "

@@ -39,7 +39,7 @@ from .fingerprint import Prefix, is_current
 from .loop import physical_cores
 from .recipe import Recipe
 from .runs import plain, run, run_fingerprint
-from .stats import PairedDifference, mean_std, paired_difference
+from .stats import PairedDifference, interval, mean_std, paired_difference
 
 RESULTS_DIR = PACKAGE / "results"  # the shipped logs: results/{experiment}-{scale}.json
 RESULTS_FORMAT = "mini_bert-grid/1"
@@ -405,7 +405,7 @@ class GridResult:
             d = stats.difference
             if d is not None and d.n >= 2:
                 verdict = "detectable" if d.detectable else "within seed noise"
-                row += f"  {d.mean:+.4f} [{d.ci_low:+.4f}, {d.ci_high:+.4f}] {verdict} (n={d.n})"
+                row += f"  {interval(d, 4)} {verdict} (n={d.n})"
             elif d is not None:
                 row += f"  {d.mean:+.4f} (n={d.n}: too few paired seeds for an interval)"
             lines.append(row)

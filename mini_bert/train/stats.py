@@ -62,6 +62,29 @@ def paired_difference(arm: dict[int, float], baseline: dict[int, float], level: 
     return PairedDifference(seeds, n, mean, low, high, bool(low > 0 or high < 0))
 
 
+def signed(x: float, digits: int = 3) -> str:
+    """`x` with its sign ("+0.012", "-0.012"); a value that rounds to zero is "0.000", never
+    "-0.000" or "+0.000", so that a difference of nothing reads as nothing."""
+    text = f"{x:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
+def interval(d, digits: int = 3, scale: float = 1.0, sign: bool = True) -> str:
+    """A paired difference (PairedDifference) as the book writes it:
+    "mean [low, high]", its 95% interval, each signed. A mean that rounds to zero reads "0.000";
+    a bound that rounds to zero keeps its side ("-0.000"), since whether the interval holds 0 is
+    what its verdict reads. `scale=100` writes accuracy points; a negative scale writes the
+    opposite difference (a cost), its bounds in order; `sign=False` drops the plus signs (a cost
+    that is positive reads "1.02", not "+1.02")."""
+    def write(x: float, bound: bool = False) -> str:
+        text = signed(x, digits)
+        if bound and x != 0 and float(text) == 0:
+            text = f"{x:+.{digits}f}"
+        return text if sign else text.lstrip("+")
+    low, high = sorted((scale * d.ci_low, scale * d.ci_high))
+    return f"{write(scale * d.mean)} [{write(low, True)}, {write(high, True)}]"
+
+
 DIFFERENT, EQUIVALENT, INCONCLUSIVE = "different", "equivalent", "inconclusive"
 
 
@@ -80,7 +103,7 @@ class Verdict:
     def __str__(self) -> str:
         d = self.difference
         said = f"equivalent within +-{self.margin:g}" if self.kind == EQUIVALENT else self.kind
-        return f"{d.mean:+.4f} [{d.ci_low:+.4f}, {d.ci_high:+.4f}] {said} (n={d.n})"
+        return f"{interval(d, 4)} {said} (n={d.n})"
 
 
 def verdict(arm: dict[int, float], baseline: dict[int, float], margin: float) -> Verdict:

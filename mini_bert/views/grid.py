@@ -16,6 +16,7 @@ import math
 from typing import Sequence
 
 from ..train.grids import GridResult, plot_grid
+from ..train.stats import interval
 from .common import escape_html, figure_png, require_widgets
 
 
@@ -48,7 +49,7 @@ def comparison_html(result: GridResult, metric: str) -> str:
             versus = f"{d.mean:+.4f} (too few paired seeds for an interval)"
         else:
             verdict = "larger than the seed noise" if d.detectable else "within the seed noise"
-            versus = f"{d.mean:+.4f} [{d.ci_low:+.4f}, {d.ci_high:+.4f}], {verdict}"
+            versus = f"{interval(d, 4)}, {verdict}"
         rows.append(f"<tr><td>{escape_html(arm)}</td><td>{stats.n}</td><td>{stats.mean:.4f} ± {stats.std:.4f}</td>"
                     f"<td>{escape_html(versus)}</td></tr>")
     return ("<table><tr><th>arm</th><th>seeds</th><th>mean ± std</th>"

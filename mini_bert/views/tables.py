@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from ..train.stats import mean_std, values_by_seed
+from ..train.stats import interval, mean_std, signed, values_by_seed  # noqa: F401 (the chapters' import)
 
 
 def score_table(records: Sequence[dict], scores: Mapping[str, str], rows: Mapping[str, str]) -> str:
@@ -25,29 +25,6 @@ def score_table(records: Sequence[dict], scores: Mapping[str, str], rows: Mappin
             cells.append("{:.3f} ± {:.3f}".format(*mean_std(values)) if values else "")
         table.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(table)
-
-
-def signed(x: float, digits: int = 3) -> str:
-    """`x` with its sign ("+0.012", "-0.012"); a value that rounds to zero is "0.000", never
-    "-0.000" or "+0.000", so that a difference of nothing reads as nothing."""
-    text = f"{x:+.{digits}f}"
-    return text[1:] if float(text) == 0 else text
-
-
-def interval(d, digits: int = 3, scale: float = 1.0, sign: bool = True) -> str:
-    """A paired difference (mini_bert.train.stats.PairedDifference) as the book writes it:
-    "mean [low, high]", its 95% interval, each signed. A mean that rounds to zero reads "0.000";
-    a bound that rounds to zero keeps its side ("-0.000"), since whether the interval holds 0 is
-    what its verdict reads. `scale=100` writes accuracy points; a negative scale writes the
-    opposite difference (a cost), its bounds in order; `sign=False` drops the plus signs (a cost
-    that is positive reads "1.02", not "+1.02")."""
-    def write(x: float, bound: bool = False) -> str:
-        text = signed(x, digits)
-        if bound and x != 0 and float(text) == 0:
-            text = f"{x:+.{digits}f}"
-        return text if sign else text.lstrip("+")
-    low, high = sorted((scale * d.ci_low, scale * d.ci_high))
-    return f"{write(scale * d.mean)} [{write(low, True)}, {write(high, True)}]"
 
 
 def precondition_table(conditions, names: Mapping[str, str] | None = None,
