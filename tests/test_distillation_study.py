@@ -159,3 +159,28 @@ def test_the_temperature_in_the_code_is_the_shipped_choice():
     if not path.is_file():
         pytest.skip("the temperature study has not run yet: TEMPERATURE is the plan's starting value")
     assert ds.chosen_temperature(ds.load_study("distillation-temperature")) == TEMPERATURE
+
+
+def test_the_shipped_study_is_complete_at_the_chosen_temperature_and_its_preconditions_hold():
+    """The shipped log: every planned arm at every seed, at its definition as the code holds it (the
+    chosen temperature), each arm seeing its budget's labels alone and scored on the same articles;
+    the labels-only arms are chapter 10's data-efficiency runs; the nine preconditions hold."""
+    from mini_bert.train.finetune_runs import load_finetune_grid
+
+    result = ds.load_study("distillation")
+    assert result.log["command"] == "python -m mini_bert study distillation --seeds 5 --scale cpu"
+    arms = STUDY.arms["cpu"]
+    assert sorted((r["arm"], r["seed"]) for r in result.runs) == sorted((a, s) for a in arms for s in range(5))
+    for record in result.runs:
+        assert record["definition"] == arms[record["arm"]]
+        assert record["train_examples"] == record["definition"]["finetune"]["labels"]
+    assert all(d["distillation"]["temperature"] == TEMPERATURE for d in arms.values() if d.get("distillation"))
+    assert len({json.dumps(r["heldout"], sort_keys=True) for r in result.runs}) == 1
+    ch10 = load_finetune_grid("data-efficiency")
+    for model in ("tiny-wiki", "scratch"):  # on the three seeds chapter 10's study has
+        for n in (100, 300, 1000):
+            ours, theirs = (log.values(arm, "test.accuracy") for log, arm in
+                            ((result, f"{model}/labels/labels={n}"), (ch10, f"{model}/labels={n}")))
+            assert sorted(theirs) == [0, 1, 2] and {s: ours[s] for s in theirs} == theirs
+    pre = [v for c, v in result.verdicts() if c.question.startswith("precondition")]
+    assert len(pre) == 9 and all(v.difference.above_zero for v in pre)

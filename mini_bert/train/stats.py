@@ -77,9 +77,7 @@ def interval(d, digits: int = 3, scale: float = 1.0, sign: bool = True) -> str:
     opposite difference (a cost), its bounds in order; `sign=False` drops the plus signs (a cost
     that is positive reads "1.02", not "+1.02")."""
     def write(x: float, bound: bool = False) -> str:
-        text = signed(x, digits)
-        if bound and x != 0 and float(text) == 0:
-            text = f"{x:+.{digits}f}"
+        text = f"{x:+.{digits}f}" if bound and x != 0 else signed(x, digits)
         return text if sign else text.lstrip("+")
     low, high = sorted((scale * d.ci_low, scale * d.ci_high))
     return f"{write(scale * d.mean)} [{write(low, True)}, {write(high, True)}]"
