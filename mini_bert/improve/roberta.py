@@ -204,8 +204,14 @@ ROBERTA_BATCHES_3300 = register(Experiment(
     downstream=DOWNSTREAM_1000,
     baseline=f"b{BASE_BATCH}",
     base={"cpu": Recipe(budget=BATCH_TOKENS_3300), "gpu": ROBERTA_BATCHES.base["gpu"]},
+    # Chosen 2026-11-29 from the finished sweep below (roberta-batches-3300-lr-cpu.json, validation
+    # masked-token accuracy at 128 tokens at the rule's rate x 0.5, 1, 2): 16 sequences 0.169 /
+    # 0.171 / 0.144 at 0.5, 1, 2e-3; 64: 0.173 / 0.179 / 0.151 at 1, 2, 4e-3; 256: 0.164 / 0.166 /
+    # 0.137 at 2, 4, 8e-3; 1,024: 0.130 / 0.136 / 0.057 / 0.048 at 2, 4, 8, 16e-3. The square-root
+    # rule's rate won at 16, 64 and 256; at 1,024 its 8e-3 collapses and half of it wins.
+    chosen_lr={"b16": 1e-3, "b64": 2e-3, "b256": 4e-3, "b1024": 4e-3},
 ))
 # Extended 2026-11-29 (the plan's edge rule): 1,024 sequences a step were best at their smallest
-# rate, 4e-3 (validation MLM accuracy 0.136, 0.057, then lower at 4, 8, 16e-3: at 8e-3 the 207
+# rate, 4e-3 (validation MLM accuracy 0.136, 0.057 and 0.048 at 4, 8 and 16e-3: at 8e-3 the 207
 # steps end on the most-frequent-token plateau). The other batch sizes chose their middle rate.
 lr_sweep(ROBERTA_BATCHES_3300, extended={"b1024": (0.25,)})
