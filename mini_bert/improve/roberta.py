@@ -196,7 +196,7 @@ ROBERTA_FORMATS_3300X64 = register(Experiment(
 lr_sweep(ROBERTA_FORMATS_3300X64, extended={"segment-pair-nsp": (4.0,)})
 
 # Table 3: the tokens of chapter 8's 3,300 steps of 64 x 32, in 16 to 1,024 sequences a step
-# (13,200 to 206 steps). Each batch size's rate is chosen on validation from the square-root
+# (13,201 to 207 steps, as logged). Each batch size's rate is chosen on validation from the square-root
 # rule's rate x 0.5, 1 and 2 (RoBERTa tuned the rate for each batch size).
 BATCH_TOKENS_3300 = "6.7584M"  # 3,300 steps x 64 sequences x 32 tokens
 ROBERTA_BATCHES_3300 = register(Experiment(
