@@ -193,3 +193,17 @@ def test_the_shipped_3300_step_masking_logs_of_chapter_11_pass_their_preconditio
     assert_shipped_ablation_logs("roberta-masking-3300", min_seeds=5, swept=True)
     found = ablations.preconditions(ablations.load_ablation("roberta-masking-3300"))
     assert len(found) == 12 and not [str(p) for p in found if not p.holds]
+
+
+def test_a_logged_run_of_the_3300_step_batch_grid_trains_again_to_its_curve():
+    """roberta-batches-3300's 1,024 sequences a step, seed 0, trained again for the first twentieth
+    of its 207 steps: its logged window mean comes back (a whole run is 10 minutes of one thread;
+    `provenance` checks every arm's prefix)."""
+    from mini_bert.improve import ablations
+    from mini_bert.improve.roberta import ROBERTA_BATCHES_3300
+
+    name = ROBERTA_BATCHES_3300.name
+    logged = next(r for r in ablations.read_scores(ablations.scores_path(name, "cpu"))["runs"]
+                  if (r["arm"], r["seed"]) == ("b1024", 0))
+    rows = ablations.replay_run(ROBERTA_BATCHES_3300, "b1024", 0, logged["curve"], windows=1)
+    assert [r["step"] for r in rows] == logged["curve"]["step"][:1] and all(r["close"] for r in rows), rows
