@@ -235,13 +235,11 @@ def test_the_3300_step_sweeps_choose_as_their_studies_say():
     assert sweep.downstream_runs is ec.DOWNSTREAM_1000 and sweep.rtd_probe
     positions = ec.get_study("attention-positions-3300-lr")
     assert positions.sweep_metric == "validation.mlm@32.accuracy" and not positions.downstream
-    assert len(positions.arms) == 9
-    extended = ec.study_lr_sweep(ec.ATTENTION_POSITIONS_3300, extended={"deberta": (4.0,)})
-    try:  # the plan's edge rule: one arm's next rate, the others untouched
-        assert len(extended.arms) == 10 and extended.recipe("deberta-lr0.008", "cpu", 0).lr == 8e-3
-        assert extended.description.endswith("extended where the choice fell at an edge: deberta x 4")
-    finally:
-        ec.study_lr_sweep(ec.ATTENTION_POSITIONS_3300)  # the registered sweep as it was
+    # the plan's edge rule: one arm's next rate (DeBERTa was best at 4e-3), the others untouched
+    assert len(positions.arms) == 10 and positions.recipe("deberta-lr0.008", "cpu", 0).lr == 8e-3
+    assert positions.description.endswith("extended where the choice fell at an edge: deberta x 4")
+    assert not any(arm.startswith(("bert-", "modernbert-")) and arm.endswith("0.008")
+                   for arm in positions.arms)
     with pytest.raises(ValueError, match="extended names arms the experiment does not have: bart"):
         ec.study_lr_sweep(ec.ATTENTION_POSITIONS_3300, extended={"bart": (4.0,)})
 
