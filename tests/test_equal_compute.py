@@ -235,11 +235,13 @@ def test_the_3300_step_sweeps_choose_as_their_studies_say():
     assert sweep.downstream_runs is ec.DOWNSTREAM_1000 and sweep.rtd_probe
     positions = ec.get_study("attention-positions-3300-lr")
     assert positions.sweep_metric == "validation.mlm@32.accuracy" and not positions.downstream
-    # the plan's edge rule: one arm's next rate (DeBERTa was best at 4e-3), the others untouched
-    assert len(positions.arms) == 10 and positions.recipe("deberta-lr0.008", "cpu", 0).lr == 8e-3
-    assert positions.description.endswith("extended where the choice fell at an edge: deberta x 4")
-    assert not any(arm.startswith(("bert-", "modernbert-")) and arm.endswith("0.008")
-                   for arm in positions.arms)
+    # the plan's edge rule: the next rate of the arms best at 4e-3 (DeBERTa, then ModernBERT)
+    assert len(positions.arms) == 11
+    for arm in ("deberta", "modernbert"):
+        assert positions.recipe(f"{arm}-lr0.008", "cpu", 0).lr == 8e-3
+    assert positions.description.endswith(
+        "extended where the choice fell at an edge: deberta x 4, modernbert x 4")
+    assert "bert-lr0.008" not in positions.arms  # BERT chose 2e-3, inside its rates
     with pytest.raises(ValueError, match="extended names arms the experiment does not have: bart"):
         ec.study_lr_sweep(ec.ATTENTION_POSITIONS_3300, extended={"bart": (4.0,)})
 

@@ -368,7 +368,9 @@ for _study in (ELECTRA_VS_MLM_3300, SPAN_MASKING_3300):
 # Extended 2026-11-29 (the plan's edge rule): DeBERTa was best at its largest rate, 4e-3
 # (validation MLM@32 accuracy 0.325, 0.349 and 0.361 at 1, 2 and 4e-3), so 8e-3 is tried.
 # The other arms' rates were inside their sweeps (BERT) or not all run yet (ModernBERT).
-study_lr_sweep(ATTENTION_POSITIONS_3300, extended={"deberta": (4.0,)})
+# Extended again the same day, after 8e-3 put DeBERTa's choice inside (0.307): ModernBERT was
+# best at its largest rate (0.327, 0.356 and 0.366 at 1, 2 and 4e-3), so it gets 8e-3 too.
+study_lr_sweep(ATTENTION_POSITIONS_3300, extended={"deberta": (4.0,), "modernbert": (4.0,)})
 
 # ============================================================================================
 # One run: train (or not), score
