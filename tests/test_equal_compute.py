@@ -21,6 +21,7 @@ from mini_bert.train.finetuning import load_encoder
 from mini_bert.train.loop import train
 from mini_bert.train.pretraining import build_model
 from mini_bert.train.recipe import Recipe
+from mini_bert.train import grids
 from mini_bert.train.grids import read_results
 
 SMALL = Recipe(vocab_size=300, model={**TINY, "initializer_range": 0.05}, batch_size=16, budget="8")
@@ -244,6 +245,30 @@ def test_the_3300_step_sweeps_choose_as_their_studies_say():
     assert "bert-lr0.008" not in positions.arms  # BERT chose 2e-3, inside its rates
     with pytest.raises(ValueError, match="extended names arms the experiment does not have: bart"):
         ec.study_lr_sweep(ec.ATTENTION_POSITIONS_3300, extended={"bart": (4.0,)})
+
+
+def test_the_chosen_rates_written_into_a_3300_step_study_are_its_shipped_sweeps_choice():
+    """A study's chosen_lr is what its finished sweep log chooses (by the study's own metric),
+    overrides the arm's rate at the cpu scale only, and leaves the sweep built around the arm's
+    own rate."""
+    chosen = {name: study for name, study in ec.STUDIES.items() if "-3300" in name and study.chosen_lr}
+    assert "attention-positions-3300" in chosen  # its sweep finished 2026-12-01
+    for name, study in chosen.items():
+        assert set(study.chosen_lr) == set(study.arms), f"{name}: every arm's rate is chosen at once"
+        sweep = ec.load_study(f"{name}-lr")  # the shipped log, current (test_provenance)
+        assert len(sweep.runs) == len(ec.get_study(f"{name}-lr").arms) + 1  # and its untrained control
+        assert study.chosen_lr == grids.chosen_rates(sweep, study.sweep_metric), name
+        for arm, lr in study.chosen_lr.items():
+            assert study.recipe(arm, "cpu", 3).lr == lr and study.recipe(arm, "cpu", 3).seed == 3
+            # the seeded study's seed 0 is the sweep's run at that rate: the same recipe
+            assert study.recipe(arm, "cpu", 0) == ec.get_study(f"{name}-lr").recipe(grids.sweep_arm(arm, lr), "cpu", 0)
+            assert study.recipe(arm, "gpu", 0).lr == study.base["gpu"].replace(**study.arms[arm][1]).lr
+    positions = ec.ATTENTION_POSITIONS_3300
+    assert positions.recipe("deberta", "cpu", 0, chosen=False).lr == 2e-3  # the centre of its sweep
+    assert positions.recipe(UNTRAINED, "cpu", 0) == positions.recipe("bert", "cpu", 0)
+    with pytest.raises(ValueError, match=r"chosen_lr names arms it does not have: \['bart'\]"):
+        ec.Study("rated", "a study", {"bert": ("bert", {})}, "bert", {"cpu": SMALL}, ("test.mlm@32.accuracy",),
+                 chosen_lr={"bart": 1e-3})
 
 
 def test_a_collapsed_discriminator_scores_the_constant_answer(tokenizer, docs):
