@@ -300,3 +300,32 @@ def test_the_span_study_reads_every_arm_on_the_answer_span_task():
     # Chosen on held-out MLM, so the sweep scores nothing downstream.
     assert sweep.sweep_metric == ec.SWEEP_METRIC and not sweep.downstream and len(sweep.arms) == 12
     assert sweep.family("span-sbo-lr0.001") == "spanbert"
+
+
+def test_the_length_study_compares_every_pair_of_drops_and_each_family_with_bert():
+    """Read on the shipped 600-step log: each run's drop is its own 32-token minus 128-token
+    accuracy, the comparisons are fixed by the study (every pair of families on their drops,
+    each family against BERT at each length, margin 0.005), and they read by the verdict rule."""
+    from mini_bert.train.stats import compare, verdict
+
+    result = ec.load_study("attention-positions")
+    before = json.dumps(result.runs)
+    records = ec.with_length_drops(result.runs)
+    assert json.dumps(result.runs) == before  # the log's records are left as they were
+    key = ec.length_drop(32, 128)
+    for record, raw in zip(records, result.runs):
+        m = raw["metrics"]
+        assert record["metrics"][key] == m["test.mlm@32.accuracy"] - m["test.mlm@128.accuracy"]
+    comparisons = ec.length_comparisons(ec.ATTENTION_POSITIONS_3300)
+    drops = [(c.arm, c.baseline) for c in comparisons if c.metric == key]
+    assert drops == [("deberta", "bert"), ("modernbert", "bert"), ("modernbert", "deberta")]
+    assert sorted((c.metric, c.arm) for c in comparisons if c.metric != key) == sorted(
+        (f"test.mlm@{n}.accuracy", arm) for n in (32, 64, 128) for arm in ("deberta", "modernbert"))
+    assert {c.margin for c in comparisons} == {0.005} and {c.baseline for c in comparisons[3:]} == {"bert"}
+    read = compare(comparisons, records)
+    assert len(read) == 9 and all(found.difference.n == 3 for _, found in read)
+    c, found = read[0]
+    by = {arm: {r["seed"]: r["metrics"][key] for r in records if r["arm"] == arm} for arm in ("bert", "deberta")}
+    assert found == verdict(by["deberta"], by["bert"], 0.005)
+    with pytest.raises(ValueError, match="seed 0 has no test.mlm@256.accuracy: a study scored at 32 and 256 tokens"):
+        ec.with_length_drops(result.runs, 32, 256)

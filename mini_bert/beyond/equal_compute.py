@@ -44,7 +44,7 @@ from ..build.objectives import MaskedLM, Objective
 from ..build.tokenization import default_tokenizer
 from ..core.cache import code_version
 from ..core.runtime import preserved_random_state, seed_everything
-from ..improve.ablations import (DOWNSTREAM, DOWNSTREAM_1000, UNTRAINED, Downstream, downstream_scores,
+from ..improve.ablations import (DOWNSTREAM, DOWNSTREAM_1000, MARGINS, UNTRAINED, Downstream, downstream_scores,
                         split_downstream_counts, training_curve)
 from ..train.batches import EVAL_MASKING_SEED, PretrainingData, recipe_batches, unigram_token
 from ..train.checkpoint import save_checkpoint
@@ -59,6 +59,7 @@ from ..train.loop import train
 from ..train.pretraining import sinusoidal_table
 from ..train.recipe import Recipe
 from ..train.runs import chosen_steps, flatten_metrics, heldout_slices, score
+from ..train.stats import Comparison
 from .deberta import DebertaConfig, DebertaModel
 from .electra import ElectraForPreTraining, electra_objectives, step_flops
 from .modernbert import ModernBertConfig, ModernBertForMaskedLM
@@ -573,3 +574,44 @@ def median_train_seconds(result: GridResult, arm: str) -> float:
     mid = len(values) // 2
     return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
+
+
+# ============================================================================================
+# Reading the length study: the comparisons fixed before its runs (plan-3300.md)
+# ============================================================================================
+
+def length_drop(short: int = 32, long: int = 128) -> str:
+    """The metric key of a run's drop in test masked-token accuracy from `short` to `long` tokens."""
+    return f"test.mlm_drop@{short}-{long}.accuracy"
+
+
+def with_length_drops(records: Sequence[dict], short: int = 32, long: int = 128) -> list[dict]:
+    """The study's records, each with its drop (test MLM accuracy at `short` tokens minus at
+    `long`) among its metrics: how much a family loses beyond the length it trained on, a paired
+    score like any other (the caller's records are left as they were)."""
+    key = length_drop(short, long)
+    out = []
+    for record in records:
+        metrics = record["metrics"]
+        at = [f"test.mlm@{n}.accuracy" for n in (short, long)]
+        missing = [m for m in at if m not in metrics]
+        if missing:
+            raise ValueError(f"run {record['arm']!r} seed {record['seed']} has no {' or '.join(missing)}: a study "
+                             f"scored at {short} and {long} tokens (score_lengths) is needed")
+        out.append({**record, "metrics": {**metrics, key: metrics[at[0]] - metrics[at[1]]}})
+    return out
+
+
+def length_comparisons(study: Study, short: int = 32, long: int = 128) -> list[Comparison]:
+    """What the length study compares, with the held-out MLM margin (MARGINS["mlm"], 0.005),
+    as fixed before its runs: every pair of families on their drop from `short` to `long`
+    tokens (the later arm minus the earlier), then every family against the baseline at each
+    scored length."""
+    arms, margin = list(study.arms), MARGINS["mlm"]
+    out = [Comparison(length_drop(short, long), arm, other, margin,
+                      f"does {arm} lose less or more than {other} from {short} to {long} tokens?")
+           for i, arm in enumerate(arms) for other in arms[:i]]
+    out += [Comparison(f"test.mlm@{n}.accuracy", arm, study.baseline, margin,
+                       f"is {arm} above or below {study.baseline} at {n} tokens?")
+            for n in study.score_lengths for arm in arms if arm != study.baseline]
+    return out
