@@ -329,3 +329,21 @@ def test_the_length_study_compares_every_pair_of_drops_and_each_family_with_bert
     assert found == verdict(by["deberta"], by["bert"], 0.005)
     with pytest.raises(ValueError, match="seed 0 has no test.mlm@256.accuracy: a study scored at 32 and 256 tokens"):
         ec.with_length_drops(result.runs, 32, 256)
+
+
+def test_a_logged_run_replays_window_for_window_with_its_familys_objectives(cache):
+    """ec.replay: DeBERTa's logged seed-0 run of the 600-step position study, trained again for its
+    first two twentieths (57 steps, about 20 s of one core) through arm_start, the run's own start,
+    matches its logged curve within ablations.REPLAY_TOLERANCE; another seed's start does not."""
+    result = ec.load_study("attention-positions")
+    logged = {seed: next(r for r in result.runs if (r["arm"], r["seed"]) == ("deberta", seed))["curve"]
+              for seed in (0, 1)}
+    before = torch.get_rng_state()
+    rows = ec.replay(ec.ATTENTION_POSITIONS, "deberta", 0, logged[0])
+    assert torch.equal(torch.get_rng_state(), before)  # the caller's generators are left as they were
+    assert [row["step"] for row in rows] == logged[0]["step"][:2] == [29, 57]
+    assert all(row["close"] for row in rows), rows
+    other = ec.replay(ec.ATTENTION_POSITIONS, "deberta", 1, logged[0], windows=1)
+    assert not other[0]["close"], other
+    with pytest.raises(ValueError, match="no training curve to replay"):
+        ec.replay(ec.ATTENTION_POSITIONS, UNTRAINED, 0, {})

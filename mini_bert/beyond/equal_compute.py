@@ -45,7 +45,7 @@ from ..build.tokenization import default_tokenizer
 from ..core.cache import code_version
 from ..core.runtime import preserved_random_state, seed_everything
 from ..improve.ablations import (DOWNSTREAM, DOWNSTREAM_1000, MARGINS, UNTRAINED, Downstream, downstream_scores,
-                        split_downstream_counts, training_curve)
+                        replay_training, split_downstream_counts, training_curve)
 from ..train.batches import EVAL_MASKING_SEED, PretrainingData, recipe_batches, unigram_token
 from ..train.checkpoint import save_checkpoint
 from ..train.engine import seed_list
@@ -455,6 +455,30 @@ def bert_checkpoint(encoder: nn.Module, tokenizer, recipe: Recipe, folder: Path,
     return save_checkpoint(folder / "encoder", model, tokenizer, recipe=recipe)
 
 
+def arm_start(study: Study, arm: str, seed: int, scale: str = "cpu"):
+    """What one arm's run starts from: (recipe, batches, model, objectives, one step's FLOPs,
+    tokenizer, the training data), the model as the seed built it and the FLOPs counted, so that
+    a run and its replay start alike."""
+    recipe = study.recipe(arm, scale, seed)
+    tokenizer = default_tokenizer(recipe.vocab_size)
+    batches, (train_data, *_) = recipe_batches(load_corpus("train"), tokenizer, recipe)
+    model, objectives = build_family(study.family(arm), recipe, tokenizer)
+    # One step's FLOPs, counted on the first batch before training. ELECTRA's count draws its generator's
+    # samples from the generator the seed set, so the count is part of the run: chapter 15, training a
+    # logged run again by hand, counts first too.
+    flops = step_flops(model, objectives, batches(0, 0.0))
+    return recipe, batches, model, objectives, flops, tokenizer, train_data
+
+
+def replay(study: Study, arm: str, seed: int, logged: dict, *, windows: int = 2, scale: str = "cpu"
+           ) -> list[dict]:
+    """The logged run of (arm, seed) trained again, live, for the first `windows` windows of its
+    logged curve (`logged`: the record's "curve"), with its family's objectives:
+    ablations.replayed_windows' rows (see ablations.replay_run). The caller's random generators
+    are left as they were."""
+    return replay_training(lambda: arm_start(study, arm, seed, scale)[:4], logged, windows=windows, scale=scale)
+
+
 def run_arm(study: Study, arm: str, seed: int, scale: str = "cpu", *, device=None,
             prefix: Prefix | None = None) -> dict:
     """Train one arm with one seed (arm=UNTRAINED: the baseline's initial weights, untrained) and
@@ -463,16 +487,8 @@ def run_arm(study: Study, arm: str, seed: int, scale: str = "cpu", *, device=Non
     held-out articles, downstream runs cut short; the record also holds the losses of every step,
     the parameter norm, the batches' hashes and the downstream runs' counts."""
     started = time.perf_counter()
-    recipe = study.recipe(arm, scale, seed)
+    recipe, batches, model, objectives, flops, tokenizer, train_data = arm_start(study, arm, seed, scale)
     family = study.family(arm)
-    tokenizer = default_tokenizer(recipe.vocab_size)
-    batches, (train_data, *_) = recipe_batches(load_corpus("train"), tokenizer, recipe)
-    model, objectives = build_family(family, recipe, tokenizer)
-    # One step's FLOPs, counted on the first batch before training. ELECTRA's count draws its generator's
-    # samples from the generator the seed set, so the count is part of the run: chapter 15, training a
-    # logged run again by hand, counts first too.
-    probe_batch = batches(0, 0.0)
-    flops = step_flops(model, objectives, probe_batch)
     initial = None if prefix is None else {k: v.detach().clone() for k, v in model.named_parameters()}
     history = {}
     if arm != UNTRAINED:

@@ -474,14 +474,15 @@ def replay_steps(logged: dict, windows: int, scale: str = "cpu") -> int:
 
 def replay_training(start, logged: dict, *, windows: int = 2, scale: str = "cpu", key: str = "mlm_loss"
                     ) -> list[dict]:
-    """A logged run trained again from `start()` ((recipe, batches, initial model): what the run
-    started from) for the first `windows` windows of its logged curve, on the CPU, the caller's
-    random generators left as they were; replayed_windows' rows. Checked before `start` builds
-    anything."""
+    """A logged run trained again from `start()` ((recipe, batches, initial model), and the
+    model's objectives where the recipe's own are not its: what the run started from) for the
+    first `windows` windows of its logged curve, on the CPU, the caller's random generators left
+    as they were; replayed_windows' rows. Checked before `start` builds anything."""
     steps = replay_steps(logged, windows, scale)
     with preserved_random_state():  # building the model seeds the generators
-        recipe, batches, model = start()
-        history = train(model, batches, recipe, progress=False, device="cpu", stop_at_step=steps)
+        recipe, batches, model, *objectives = start()
+        history = train(model, batches, recipe, progress=False, device="cpu", stop_at_step=steps,
+                        objectives=objectives[0] if objectives else None)
     return replayed_windows(history, logged, key)
 
 
