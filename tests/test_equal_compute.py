@@ -331,19 +331,35 @@ def test_the_length_study_compares_every_pair_of_drops_and_each_family_with_bert
         ec.with_length_drops(result.runs, 32, 256)
 
 
+def test_the_shipped_3300_step_length_study_is_complete_current_and_passes_its_preconditions():
+    name = "attention-positions-3300"
+    result, study = ec.load_study(name), ec.get_study(name)
+    assert not result.stale, "check it: python -m mini_bert provenance"
+    assert sorted((r["arm"], r["seed"]) for r in result.runs) == sorted(
+        (arm, seed) for arm in (*study.arms, UNTRAINED) for seed in range(5))
+    assert read_results(result.path)["command"] == ec.study_command(name, range(5), "cpu")
+    for record in result.runs:  # each family at its swept rate, its equal-FLOPs steps
+        assert record["recipe"] == json.loads(json.dumps(study.recipe(record["arm"], "cpu", record["seed"]).to_dict()))
+        if record["arm"] != UNTRAINED:
+            assert record["steps"] == ec.EQUAL_FLOPS_STEPS_3300[record["arm"]]
+            assert record["recipe"]["lr"] == study.chosen_lr[record["arm"]]
+    from mini_bert.improve.ablations import preconditions
+    found = preconditions(result, downstream=())
+    assert len(found) == 3 and all(p.holds for p in found), [str(p) for p in found if not p.holds]
+
+
 def test_a_logged_run_replays_window_for_window_with_its_familys_objectives(cache):
-    """ec.replay: DeBERTa's logged seed-0 run of the 600-step position study, trained again for its
-    first two twentieths (57 steps, about 20 s of one core) through arm_start, the run's own start,
-    matches its logged curve within ablations.REPLAY_TOLERANCE; another seed's start does not."""
-    result = ec.load_study("attention-positions")
-    logged = {seed: next(r for r in result.runs if (r["arm"], r["seed"]) == ("deberta", seed))["curve"]
-              for seed in (0, 1)}
+    """ec.replay: DeBERTa's logged seed-0 run of the 3,300-step position study, trained again for
+    its first twentieth (158 of 3,150 steps, about 30 s of one core) through arm_start, the run's
+    own start, matches its logged curve within ablations.REPLAY_TOLERANCE; seed 1's start does not."""
+    result = ec.load_study("attention-positions-3300")
+    logged = next(r for r in result.runs if (r["arm"], r["seed"]) == ("deberta", 0))["curve"]
     before = torch.get_rng_state()
-    rows = ec.replay(ec.ATTENTION_POSITIONS, "deberta", 0, logged[0])
+    rows = ec.replay(ec.ATTENTION_POSITIONS_3300, "deberta", 0, logged, windows=1)
     assert torch.equal(torch.get_rng_state(), before)  # the caller's generators are left as they were
-    assert [row["step"] for row in rows] == logged[0]["step"][:2] == [29, 57]
+    assert [row["step"] for row in rows] == logged["step"][:1] == [158]
     assert all(row["close"] for row in rows), rows
-    other = ec.replay(ec.ATTENTION_POSITIONS, "deberta", 1, logged[0], windows=1)
+    other = ec.replay(ec.ATTENTION_POSITIONS_3300, "deberta", 1, logged, windows=1)
     assert not other[0]["close"], other
     with pytest.raises(ValueError, match="no training curve to replay"):
-        ec.replay(ec.ATTENTION_POSITIONS, UNTRAINED, 0, {})
+        ec.replay(ec.ATTENTION_POSITIONS_3300, UNTRAINED, 0, {})

@@ -189,6 +189,12 @@ ROBERTA_FORMATS_3300X64 = register(Experiment(
     downstream=DOWNSTREAM_1000,
     baseline="segment-pair-nsp",
     base={"cpu": Recipe(seq_len=128, long_seq_len=0), "gpu": ROBERTA_FORMATS.base["gpu"]},
+    # Chosen 2026-12-02 from the finished sweep below (roberta-formats-3300x64-lr-cpu.json,
+    # validation masked-token accuracy at 128 tokens at 1, 2, 4, 8e-3): segment pairs with NSP
+    # 0.170 / 0.244 / 0.275 / 0.182; without NSP 0.294 / 0.350 / 0.386 / 0.327; full sentences
+    # 0.296 / 0.341 / 0.381 / 0.234; doc sentences 0.295 / 0.350 / 0.392 / 0.360. Every arm is best
+    # at 4e-3, inside the rates tried.
+    chosen_lr={"segment-pair-nsp": 4e-3, "segment-pair": 4e-3, "full-sentences": 4e-3, "doc-sentences": 4e-3},
 ))
 # Extended 2026-11-29 (the plan's edge rule): segment pairs with NSP were best at their largest
 # rate, 4e-3 (validation MLM accuracy 0.170, 0.244 and 0.275 at 1, 2 and 4e-3), so 8e-3 is tried.
