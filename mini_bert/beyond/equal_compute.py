@@ -375,8 +375,13 @@ def study_lr_sweep(study: Study, factors: Sequence[float] = SWEEP_FACTORS,
         span_probe=False, rtd_probe=study.rtd_probe, sweep_metric=study.sweep_metric))
 
 
-for _study in (ELECTRA_VS_MLM_3300, SPAN_MASKING_3300):
-    study_lr_sweep(_study)
+study_lr_sweep(SPAN_MASKING_3300)
+# Extended 2026-12-02 (the edge rule): ELECTRA's downstream validation mean was best at its
+# smallest rate, 1e-3 (0.489, 0.327 and 0.298 at 1, 2 and 4e-3), so 5e-4 is tried. BERT's MLM
+# chose inside its sweep (0.625, 0.667, 0.551). No ELECTRA rate passes its precondition yet:
+# held-out RTD loss 0.348 / 0.350 / 0.361 against the constant answer's 0.360 / 0.359 / 0.359,
+# replaced-token recall 0.001 / 0 / 0 (plan-3300.md, "ELECTRA's sweep").
+study_lr_sweep(ELECTRA_VS_MLM_3300, extended={"electra": (0.25,)})
 # Extended 2026-11-29 (the plan's edge rule): DeBERTa was best at its largest rate, 4e-3
 # (validation MLM@32 accuracy 0.325, 0.349 and 0.361 at 1, 2 and 4e-3), so 8e-3 is tried.
 # The other arms' rates were inside their sweeps (BERT) or not all run yet (ModernBERT).
