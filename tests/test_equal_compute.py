@@ -230,7 +230,10 @@ def test_the_3300_step_budgets_are_what_torch_counts():
 
 def test_the_3300_step_sweeps_choose_as_their_studies_say():
     sweep = ec.get_study("electra-vs-mlm-3300-lr")
-    assert sorted(sweep.arms) == sorted(f"{arm}-lr{lr:g}" for arm in ("mlm", "electra") for lr in (1e-3, 2e-3, 4e-3))
+    assert sorted(sweep.arms) == sorted([f"{arm}-lr{lr:g}" for arm in ("mlm", "electra") for lr in (1e-3, 2e-3, 4e-3)]
+                                        + ["electra-lr0.0005"])  # the edge rule: ELECTRA was best at 1e-3
+    assert sweep.recipe("electra-lr0.0005", "cpu", 0).lr == 5e-4 and "mlm-lr0.0005" not in sweep.arms
+    assert sweep.description.endswith("extended where the choice fell at an edge: electra x 0.25")
     assert sweep.family("electra-lr0.004") == "electra" and sweep.recipe("electra-lr0.004", "cpu", 0).mask_ratio == 0.15
     # ELECTRA is chosen by what its kept model is for: downstream, so its sweep scores downstream.
     assert sweep.downstream_runs is ec.DOWNSTREAM_1000 and sweep.rtd_probe
