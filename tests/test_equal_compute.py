@@ -366,3 +366,28 @@ def test_a_logged_run_replays_window_for_window_with_its_familys_objectives(cach
     assert not other[0]["close"], other
     with pytest.raises(ValueError, match="no training curve to replay"):
         ec.replay(ec.ATTENTION_POSITIONS_3300, UNTRAINED, 0, {})
+
+
+def test_the_shipped_electra_sweep_fails_its_precondition_at_every_rate():
+    """electra-vs-mlm-3300-lr (plan-3300.md, "ELECTRA's sweep: its precondition fails"): at all
+    four rates the discriminator finds almost no replaced token, so the sweep chooses no ELECTRA
+    rate and the study's comparison waits for a budget at which ELECTRA learns its objective."""
+    from mini_bert.improve.ablations import preconditions
+
+    sweep = ec.load_study("electra-vs-mlm-3300-lr")
+    assert sorted(sweep.arms()) == sorted([*ec.get_study("electra-vs-mlm-3300-lr").arms, UNTRAINED])
+    found = {(p.arm, p.metric): p for p in preconditions(sweep, downstream=())}
+    electra = [arm for arm in sweep.arms() if arm.startswith("electra-")]
+    assert len(electra) == 4
+    for arm in electra:
+        rtd = found[arm, "test.rtd.loss"]
+        assert not rtd.holds, rtd
+        (run,) = [r for r in sweep.runs if r["arm"] == arm]
+        m = run["metrics"]
+        assert m["test.rtd.replaced_recall"] < 0.01  # it answers "original" almost everywhere
+        assert abs(m["test.rtd.loss"] - m["test.rtd.constant_loss"]) < 0.05 * m["test.rtd.constant_loss"]
+        assert found[arm, "test.mlm@128.accuracy"].holds  # its generator did learn MLM
+    assert not any(metric == "test.rtd.loss" for arm, metric in found if arm.startswith("mlm-"))
+    assert all(found[arm, "test.mlm@128.accuracy"].holds for arm in sweep.arms() if arm.startswith("mlm-"))
+    # No rate is written into the seeded study before its precondition holds.
+    assert not ec.ELECTRA_VS_MLM_3300.chosen_lr
