@@ -400,7 +400,8 @@ def cmd_ablation_scores(args) -> int:
         torch.set_num_threads(args.threads)
     path, before = _log_destination(args, scores_path(args.name, args.scale).name, (SCORES_FORMAT,),
                                     "ablation scores log")
-    log = score_grid(args.name, seeds, scale=args.scale, device=args.device, results=path,
+    arms = None if args.arms is None else [a.strip() for a in args.arms.split(",") if a.strip()]
+    log = score_grid(args.name, seeds, scale=args.scale, device=args.device, results=path, arms=arms,
                      progress=not args.no_progress)
     # The tables beside the grid's own metrics: the grid's log written here, else the book's.
     grid_log = default_log(default_results_path(args.name, args.scale).name)
@@ -541,6 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=positive_int, help="torch threads")
     p.add_argument("--results", help="the JSON scores log to write or resume (default "
                                      "./results/NAME-SCALE-scores.json, where you run the command)")
+    p.add_argument("--arms", help="a comma-separated subset of the arms (untrained: the control; default: all)")
     p.add_argument("--shipped", action="store_true", help="print the tables of the book's own logs and score nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_ablation_scores)

@@ -201,8 +201,12 @@ def tiny_experiment(monkeypatch, small_probes):
 def test_score_grid_logs_every_run_and_control_resumes_and_merges(cache, tmp_path, tiny_experiment, monkeypatch):
     grid_log, scores_log = tmp_path / "grid.json", tmp_path / "scores.json"
     result = grids.grid(tiny_experiment, [0], jobs=1, results=grid_log, progress=False)
+    # Scored arm by arm (a run right after its training), then the rest: one log, in the arms' order.
+    part = score_grid(tiny_experiment.name, [0], results=scores_log, arms=["sop"], progress=False)
+    assert [(r["arm"], r["seed"]) for r in part["runs"]] == [("sop", 0)]
     log = score_grid(tiny_experiment.name, [0], results=scores_log, progress=False)
     assert [(r["arm"], r["seed"]) for r in log["runs"]] == [("mlm", 0), ("sop", 0), (UNTRAINED, 0)]
+    assert log["runs"][1] == part["runs"][0]  # resumed, not scored again
     assert log["code_version"] == code_version(*ablations.ABLATION_CODE)
     assert log["run_code_version"] == code_version() == result.code_version
     assert log["command"] == "python -m mini_bert ablation-scores tiny-sentence --seeds 1 --scale cpu"
@@ -274,6 +278,9 @@ def test_bad_seeds_and_scales_are_refused_before_any_work(tiny_experiment, monke
             score_grid(tiny_experiment.name, seeds)
     with pytest.raises(ValueError, match="no 'gpu' scale"):
         score_grid(tiny_experiment.name, 1, scale="gpu")
+    with pytest.raises(ValueError, match=r"unknown arm\(s\) \['nsp'\] of experiment 'tiny-sentence'; its arms: "
+                                         r"mlm, sop, untrained \(untrained: the control\)"):
+        score_grid(tiny_experiment.name, 1, arms=["sop", "nsp"])
     with pytest.raises(ValueError, match="unknown experiment"):
         score_grid("no-such-experiment", 1)
 

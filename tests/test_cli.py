@@ -397,6 +397,24 @@ def test_logs_are_written_where_you_run_the_command_not_in_the_package(argv, mod
     assert asked[-1] == tmp_path / "mine.json"
 
 
+def test_ablation_scores_passes_its_arms_through(tmp_path, monkeypatch):
+    """--arms scores a subset (a run right after `grid --arms` trained it, its model still cached)."""
+    from mini_bert.improve import ablations
+
+    asked = []
+
+    def stop(name, seeds, *, arms=None, **kwargs):
+        asked.append((name, seeds, arms))
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr(ablations, "score_grid", stop)
+    monkeypatch.chdir(tmp_path)
+    argv = ["ablation-scores", "sentence-objectives", "--seeds", "3,4", "--no-progress"]
+    assert main([*argv, "--arms", "mlm-sop, untrained"]) == 2
+    assert main(argv) == 2
+    assert asked == [("sentence-objectives", [3, 4], ["mlm-sop", "untrained"]), ("sentence-objectives", [3, 4], None)]
+
+
 @pytest.mark.parametrize("argv, module, function, name", LOG_COMMANDS)
 def test_a_bad_results_path_is_refused_before_any_work_and_your_file_is_kept(argv, module, function, name, tmp_path,
                                                                               monkeypatch, capsys):

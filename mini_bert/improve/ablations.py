@@ -514,15 +514,23 @@ def read_scores(path: str | Path) -> dict:
 
 
 def score_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu", device=None,
-               results: str | Path | None = None, progress: bool = True) -> dict:
-    """Score every arm x seed of experiment `name` and the untrained control of every seed, into
-    the scores log (default results/{name}-{scale}-scores.json), rewritten after every run so that
-    a stopped command resumes. Runs missing from the run cache are trained first (the same runs
-    as the grid's: `grid` and this command may run in either order). Returns the log."""
+               results: str | Path | None = None, arms: Sequence[str] | None = None, progress: bool = True) -> dict:
+    """Score every arm x seed of experiment `name` and the untrained control of every seed (or
+    `arms` only, UNTRAINED naming the control), into the scores log (default
+    results/{name}-{scale}-scores.json), rewritten after every run so that a stopped command
+    resumes. Runs missing from the run cache are trained first (the same runs as the grid's: `grid`
+    and this command may run in either order). `arms` lets a run be scored right after `grid`
+    trained it, while its model is still in the cache. Returns the log."""
     experiment = get_experiment(name)
     seeds = seed_list(seeds)
     if scale not in experiment.base:
         raise ValueError(f"experiment {name!r} has no {scale!r} scale; use one of: {', '.join(experiment.base)}")
+    every_arm = [*experiment.arms, UNTRAINED]
+    arm_names = every_arm if arms is None else list(arms)
+    wrong = [a for a in arm_names if a not in every_arm]
+    if wrong or not arm_names:
+        raise ValueError(f"unknown arm(s) {wrong} of experiment {name!r}; its arms: {', '.join(every_arm)} "
+                         f"({UNTRAINED}: the control)")
     header = {"format": SCORES_FORMAT, "experiment": name, "scale": scale,
               "code_version": code_version(*ABLATION_CODE), "run_code_version": code_version(),
               "command": scores_command(name, seeds, scale),
@@ -531,13 +539,13 @@ def score_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
               "probe": {"length": PROBE_LENGTH, "train": PROBE_TRAIN, "eval": PROBE_EVAL, "features": "cls"},
               "downstream": downstream_of(experiment).definition()}
     path = Path(results) if results is not None else scores_path(name, scale)
-    arms = [*experiment.arms, UNTRAINED]
     run_log(LogPlan(
         path=path, header=header, read=read_scores, identity={"experiment": "experiment", "scale": "scale"},
-        arms=arms, seeds=seeds, order=arms, work=score_run,
+        arms=arm_names, seeds=seeds, order=every_arm, work=score_run,
         item=lambda arm, seed: dict(experiment=experiment, arm=arm, seed=seed, scale=scale, device=device),
         fingerprint_of=lambda arm, seed, prefix: score_fingerprint(experiment, arm, seed, scale, prefix=prefix),
-        # The command that regenerates the whole log: every seed in it, this call's and earlier ones'.
+        # The command that regenerates the whole log: every seed in it, this call's and earlier ones',
+        # every arm (a log scored arm by arm is complete once every arm is in it).
         command=lambda seeds: scores_command(name, seeds, scale), command_covers_log=True, date_every_write=True,
         description=f"scores {name}"), progress)
     return read_scores(path)
