@@ -869,12 +869,13 @@ def test_the_3300_step_grids_are_at_chapter_8s_budget_with_their_sweeps_and_down
         experiment = grids.get_experiment(name)
         assert experiment.downstream is ablations.DOWNSTREAM_1000
         sweep = grids.get_experiment(f"{name}-lr")
-        # the plan's edge rule extended nine arms by one rate each, dated in the source
+        # the plan's edge rule extended eleven arms by one rate each, dated in the source
         extended = {"sentence-objectives-3300": {"mlm": 4.0, "nsp": 4.0},
                     "roberta-formats-3300": {"segment-pair-nsp": 0.25, "full-sentences": 0.25},
                     "roberta-batches-3300": {"b1024": 0.25},
                     "roberta-formats-3300x64": {"segment-pair-nsp": 4.0, "segment-pair": 4.0,
-                                                "doc-sentences": 4.0, "full-sentences": 4.0}}
+                                                "doc-sentences": 4.0, "full-sentences": 4.0},
+                    "albert-parameters-3300": {"e64": 0.25, "all": 0.25}}
         assert len(sweep.arms) == 3 * len(experiment.arms) + len(extended.get(name, {}))
         for arm in experiment.arms:
             recipe = arm_recipe(experiment, arm, chosen=False)  # the centre of its sweep
