@@ -577,6 +577,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_provenance)
 
+    p = sub.add_parser("merge-logs", help="merge partial logs of one experiment (two workers' seeds or arms) into "
+                                          "one log, with the command that makes it whole")
+    p.add_argument("parts", nargs="+", help="the partial logs (grid, scores or study logs of one experiment and scale)")
+    p.add_argument("--into", required=True, help="the merged log: a new file, or one of the parts")
+    p.set_defaults(func=cmd_merge_logs)
+
     p = sub.add_parser("pretrained", help="the book's pretrained model: load it (the shipped copy), train it "
                                           "here, compare the two, or ship a new copy")
     p.add_argument("name", nargs="?", default="tiny-wiki", help="the model (default tiny-wiki)")
@@ -642,6 +648,19 @@ def cmd_provenance(args) -> int:
     if args.record:
         provenance.record_verified(paths, result["wall"])
         print(f"recorded in {provenance.VERIFIED}")
+    return 0
+
+
+def cmd_merge_logs(args) -> int:
+    """Merge partial logs into one; print what the merged log holds."""
+    from . import provenance
+
+    merged = provenance.merge_log_files(args.parts, args.into)
+    seeds = sorted({r["seed"] for r in merged["runs"]})
+    arms = {r["arm"] for r in merged["runs"]}
+    print(f"{args.into}: {len(merged['runs'])} run(s), {len(arms)} arm(s), seeds {', '.join(map(str, seeds))}")
+    print(f"its command: {merged.get('command')}")
+    print("then, for a log moved into mini_bert/results: python -m mini_bert provenance --record")
     return 0
 
 

@@ -16,12 +16,15 @@ an edited arm recipe shows as a changed definition.
   is trained again).
 - `record_verified()`: after a passing check, remember which code version it passed under
   (results/verified.json), so that a chapter's `.stale` is answered without training anything.
+- `merge_log_files(parts, into)`: two workers' partial logs of one experiment as one log, with the
+  command that makes it whole (`python -m mini_bert merge-logs`).
 """
 from __future__ import annotations
 
 import datetime
 import json
 import multiprocessing
+import shlex
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -33,6 +36,7 @@ from . import experiments  # noqa: F401  (every experiment, registered)
 from .core.cache import atomic_write_text, sha256_file
 from .improve import ablations
 from .train import finetune_runs
+from .train.engine import merge_logs, seeds_argument
 from .train.finetune_runs import finetune_fingerprint
 from .train.fingerprint import PREFIX, VERIFIED, Prefix, compare, fingerprinted_arms, verification_version
 from .train.grids import RESULTS_DIR, RESULTS_FORMAT, arm_recipe, get_experiment, grid_documents
@@ -223,3 +227,68 @@ def record_verified(paths: Sequence[str | Path] | None = None, seconds: float | 
               "check_seconds": None if seconds is None else round(seconds, 1),
               "logs": {Path(p).name: sha256_file(Path(p)) for p in sorted(paths)}}
     atomic_write_text(VERIFIED, json.dumps(record, indent=1) + "\n")
+
+
+def arm_order(kind: str, name: str, scale: str) -> list[str] | None:
+    """The order of a seed's records in a log of this kind, as its writer sorts them (None where
+    the writer's order is its study's own, left to the parts)."""
+    if kind == GRID:
+        return list(get_experiment(name).arms)
+    if kind == SCORES:
+        return [*get_experiment(name).arms, ablations.UNTRAINED]
+    if kind == FINETUNE:
+        return list(finetune_runs.get_study(name).arm_settings(scale))
+    if kind == "study":  # chapter 15's (equal_compute.study_grid)
+        return [*STUDY_MODULES[kind].get_study(name).arms, ablations.UNTRAINED]
+    return None
+
+
+def merged_command(command: str, seeds: Sequence[int], arms: Sequence[str], every_arm: Sequence[str] | None) -> str:
+    """A part's command made the whole log's: --seeds every seed of it (in place), and --arms
+    dropped when the log holds every arm, else naming the arms it holds (where the part's --arms
+    stood, or after --scale)."""
+    words = shlex.split(command)
+    partial = set(arms) != set(every_arm) if every_arm is not None else "--arms" in words
+    arms_words = ["--arms", ",".join(arms)] if partial else []
+    out, i = [], 0
+    while i < len(words):
+        word = words[i]
+        if word == "--seeds":
+            out += [word, seeds_argument(sorted(seeds))]
+        elif word == "--arms":
+            out += arms_words
+            arms_words = []
+        else:
+            out.append(word)
+            i -= 1  # a word without a value
+        i += 2
+    if arms_words:
+        at = out.index("--scale") + 2 if "--scale" in out else len(out)
+        out[at:at] = arms_words
+    return shlex.join(out)
+
+
+def merge_log_files(parts: Sequence[str | Path], into: str | Path) -> dict:
+    """Merge partial logs (engine.merge_logs) into the log `into`, written atomically, with the
+    command that makes the whole log. `into` may be one of the parts; any other existing file is
+    refused (never overwritten). Returns the merged log."""
+    parts, into = [Path(p) for p in parts], Path(into)
+    missing = [str(p) for p in parts if not p.is_file()]
+    if missing:
+        raise ValueError(f"no such log: {', '.join(missing)}")
+    if into.exists() and into.resolve() not in {p.resolve() for p in parts}:
+        raise ValueError(f"{into} exists and is not one of the parts: name a new file (nothing is overwritten)")
+    logs = [read_log(p) for p in parts]
+    for path, log in zip(parts, logs):
+        if not isinstance(log, dict) or not isinstance(log.get("runs"), list):
+            raise ValueError(f"{path} is not a log of runs")
+    kind = log_kind(logs[0])
+    name, scale = logs[0].get("experiment") or logs[0].get("study"), logs[0].get("scale")
+    order = arm_order(kind, name, scale)
+    merged = merge_logs(logs, order, names=[str(p) for p in parts])
+    rank = {arm: i for i, arm in enumerate(order or [])}
+    arms = sorted({r["arm"] for r in merged["runs"]}, key=lambda a: (rank.get(a, len(rank)), a))
+    if merged.get("command"):
+        merged["command"] = merged_command(merged["command"], {r["seed"] for r in merged["runs"]}, arms, order)
+    atomic_write_text(into, json.dumps(merged, indent=1))
+    return merged

@@ -520,6 +520,51 @@ def test_a_missing_results_file_says_how_to_make_it(tmp_path):
         grids.load_grid("smoke", results=tmp_path / "nothing.json")
 
 
+def test_two_workers_partial_logs_merge_into_the_log_one_command_writes(cache, tmp_path, capsys):
+    from mini_bert.__main__ import main
+
+    whole = quick_grid(tmp_path / "whole.json")  # seeds 0 and 1, one command
+    # two workers: seed 1 on one, seed 0 on the other, arm by arm (all from the run cache now)
+    quick_grid(tmp_path / "a.json", seeds=[1])
+    quick_grid(tmp_path / "b.json", seeds=[0], arms=["mask-25"])
+    quick_grid(tmp_path / "b.json", seeds=[0], arms=["mask-15"])
+    parts = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    capsys.readouterr()
+    assert main(["merge-logs", *parts, "--into", str(tmp_path / "merged.json")]) == 0
+    assert "4 run(s), 2 arm(s), seeds 0, 1" in capsys.readouterr().out
+    merged, one = (json.loads((tmp_path / n).read_text()) for n in ("merged.json", "whole.json"))
+    # the same runs in the same order, seed 0's fingerprints, and the command of the whole log
+    assert [(r["arm"], r["seed"]) for r in merged["runs"]] == [(r["arm"], r["seed"]) for r in whole.runs]
+    assert [r["metrics"] for r in merged["runs"]] == [r["metrics"] for r in whole.runs]
+    assert merged["fingerprints"] == one["fingerprints"] and list(merged["fingerprints"]) == ["mask-15", "mask-25"]
+    assert merged["command"] == one["command"]
+    # the merged log resumes as the whole one does: nothing left to train
+    assert len(quick_grid(tmp_path / "merged.json").runs) == 4
+
+    # what does not merge is refused, naming the file, and nothing is overwritten
+    assert main(["merge-logs", *parts, "--into", str(tmp_path / "whole.json")]) == 2
+    assert "whole.json exists and is not one of the parts" in capsys.readouterr().err
+    other = json.loads((tmp_path / "a.json").read_text())
+    other["runs"][0]["metrics"] = {m: v + 0.01 for m, v in other["runs"][0]["metrics"].items()}
+    (tmp_path / "c.json").write_text(json.dumps(other))
+    assert main(["merge-logs", str(tmp_path / "c.json"), *parts, "--into", str(tmp_path / "d.json")]) == 2
+    assert "arm 'mask-15', seed 1 is in" in capsys.readouterr().err and not (tmp_path / "d.json").exists()
+    other = {**json.loads((tmp_path / "a.json").read_text()), "scale": "gpu"}
+    (tmp_path / "e.json").write_text(json.dumps(other))
+    assert main(["merge-logs", parts[1], str(tmp_path / "e.json"), "--into", str(tmp_path / "d.json")]) == 2
+    assert "e.json is a log of scale 'gpu'" in capsys.readouterr().err
+    # a part of itself: the merged log may replace one of the parts
+    assert main(["merge-logs", *parts, "--into", parts[0]]) == 0
+    assert json.loads((tmp_path / "a.json").read_text())["runs"] == merged["runs"]
+    # a merge that still lacks arms says which it holds; seeds that are not 0 .. n-1 are listed
+    from mini_bert.provenance import merged_command
+    part = "python -m mini_bert ablation-scores x --seeds 3, --scale cpu --arms b"
+    assert merged_command(part, [3, 0], ["a", "b"], ["a", "b", "untrained"]) == \
+        "python -m mini_bert ablation-scores x --seeds 0,3 --scale cpu --arms a,b"
+    assert merged_command(part, [0, 1], ["a", "b", "untrained"], ["a", "b", "untrained"]) == \
+        "python -m mini_bert ablation-scores x --seeds 2 --scale cpu"
+
+
 def test_a_log_of_other_code_loads_as_stale_but_is_never_resumed(tmp_path, monkeypatch):
     Counter(monkeypatch, fail_after=0)
     path = tmp_path / "smoke.json"

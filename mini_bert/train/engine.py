@@ -13,6 +13,9 @@ Each of them plans the same way and differs only in what one run is:
 - each finished run is checked (`accept`), appended, sorted (seed, then the experiment's order of
   arms) and the whole log rewritten atomically, so that a stopped command loses only the runs in
   progress and resumes where it stopped.
+
+Two workers on two cores write two partial logs of one experiment (seeds 0-2 and 3-4, say);
+`merge_logs` makes them one log, as a single command would have written it.
 """
 from __future__ import annotations
 
@@ -176,3 +179,58 @@ def run_log(plan: LogPlan, progress: bool = True) -> list[dict]:
     if not path.exists():  # nothing ran (every run was already logged): still leave a log
         write()
     return records
+
+
+# The header keys that say what a log is a log of: partial logs merge only when they agree on these.
+LOG_IDENTITY = ("format", "experiment", "study", "scale", "max_docs")
+
+
+def merge_logs(parts: Sequence[dict], order: Sequence[str] | None = None, names: Sequence[str] | None = None
+               ) -> dict:
+    """One log from partial logs of the same experiment and scale (two workers' seeds, or arms
+    run on two workers): every run of every part, sorted as run_log sorts them (seed, then `order`;
+    None: the order in which the parts first name each arm), and for each arm the fingerprint of
+    its smallest seed, as one command writing every run would have kept. ValueError, naming the
+    parts (`names`, else their positions), when they are logs of different things, when one run is
+    in two parts with different records, or when two parts hold different fingerprints for one arm
+    at one seed. Parts written by different code keep their fingerprints, and the merged log's
+    code_version then names every version: the log is no longer "this code's", so a resume checks
+    every fingerprint first (fingerprint.resume_fingerprints) and `provenance` checks them all."""
+    names = list(names or (f"part {i + 1}" for i in range(len(parts))))
+    if len(parts) < 2:
+        raise ValueError(f"merging needs at least two partial logs, got {len(parts)}")
+    first = parts[0]
+    for name, part in zip(names[1:], parts[1:]):
+        for key in LOG_IDENTITY:
+            if part.get(key) != first.get(key):
+                raise ValueError(f"{name} is a log of {key} {part.get(key)!r}, {names[0]} of {first.get(key)!r}: "
+                                 f"only partial logs of one experiment and scale merge")
+    runs: dict[tuple[str, int], tuple[str, dict]] = {}
+    fingerprints: dict[str, tuple[str, dict]] = {}
+    seen: list[str] = []
+    for name, part in zip(names, parts):
+        for record in part["runs"]:
+            key = (record["arm"], record["seed"])
+            if key in runs and runs[key][1] != record:
+                raise ValueError(f"arm {key[0]!r}, seed {key[1]} is in {runs[key][0]} and in {name} with different "
+                                 f"results: keep one of the two runs (delete it from the other part) and merge again")
+            runs.setdefault(key, (name, record))
+            if record["arm"] not in seen:
+                seen.append(record["arm"])
+        for arm, fp in (part.get("fingerprints") or {}).items():
+            kept = fingerprints.get(arm)
+            if kept is None or fp.get("seed", 0) < kept[1].get("seed", 0):
+                fingerprints[arm] = (name, fp)
+    rank = {arm: i for i, arm in enumerate(order if order is not None else seen)}
+    records = sorted((record for _, record in runs.values()),
+                     key=lambda r: (r["seed"], rank.get(r["arm"], len(rank)), r["arm"]))
+    merged = {key: value for key, value in first.items() if key not in ("runs", "fingerprints")}
+    versions = sorted({p["code_version"] for p in parts if p.get("code_version")})
+    if len(versions) > 1:
+        merged["code_version"] = "+".join(versions)
+    dates = [p[key] for p in parts for key in ("date",) if p.get(key)]
+    if dates:
+        merged["date"] = max(dates)
+    merged["fingerprints"] = {arm: fingerprints[arm][1] for arm in sorted(fingerprints, key=lambda a: rank.get(a, len(rank)))}
+    merged["runs"] = records
+    return merged
