@@ -942,9 +942,10 @@ def test_the_chosen_rates_written_into_a_3300_step_grid_are_its_shipped_sweeps_c
     # the grids at chapter 8's budget: "-3300", and "-3300x64" (the formats grid's NSP fix)
     chosen = {name: e for name, e in EXPERIMENTS.items() if "-3300" in name and not name.endswith("-lr")
               and e.chosen_lr}
-    # their sweeps have finished (2026-11-26; the batches' 2026-11-29; the 64-pair formats' 2026-12-02)
+    # their sweeps have finished (2026-11-26; the batches' 2026-11-29; the 64-pair formats' 2026-12-02;
+    # ALBERT's 2026-12-07)
     assert {"roberta-formats-3300", "roberta-masking-3300", "sentence-objectives-3300",
-            "roberta-batches-3300", "roberta-formats-3300x64"} <= set(chosen)
+            "roberta-batches-3300", "roberta-formats-3300x64", "albert-parameters-3300"} <= set(chosen)
     for name, experiment in chosen.items():
         assert set(experiment.chosen_lr) == set(experiment.arms), f"{name}: every arm's rate is chosen at once"
         sweep = grids.load_grid(f"{name}-lr")  # the shipped log, current (test_provenance)
