@@ -391,3 +391,24 @@ def test_the_shipped_electra_sweep_fails_its_precondition_at_every_rate():
     assert all(found[arm, "test.mlm@128.accuracy"].holds for arm in sweep.arms() if arm.startswith("mlm-"))
     # No rate is written into the seeded study before its precondition holds.
     assert not ec.ELECTRA_VS_MLM_3300.chosen_lr
+
+
+def test_a_pretrained_encoder_learns_replaced_token_detection_where_one_from_scratch_cannot_yet():
+    """The probe of plan-3300.md ("ELECTRA's cold start"): replacements drawn from the unigram
+    distribution can only be told from the original by context. The book's pretrained encoder, which
+    reads context, learns to find them within 100 steps; the seed's untrained one is still at the
+    constant answer, so the RTD head, its labels and its loss work, and what the 3,300-step
+    discriminator lacks is what MLM had taught the pretrained one."""
+    rows = {start: ec.rtd_cold_start(start, 100, window=50) for start in ec.RTD_STARTS}
+    for start, (first, last) in rows.items():
+        assert [first["step"], last["step"]] == [50, 100]
+        # about 15% of the tokens masked, a few draws equal to the original: the constant answer's loss
+        assert 0.3 < last["constant"] < 0.45, (start, last)
+    scratch, warm = rows["scratch"][-1], rows["pretrained"][-1]
+    assert scratch["loss"] > 0.95 * scratch["constant"] and scratch["recall"] < 0.02
+    assert warm["loss"] < 0.9 * warm["constant"] and warm["recall"] > 0.1
+    assert rows["scratch"][0]["constant"] == pytest.approx(rows["pretrained"][0]["constant"], rel=0.05)
+    with pytest.raises(ValueError, match="start='warm': use one of scratch, pretrained"):
+        ec.rtd_cold_start("warm")
+    with pytest.raises(ValueError, match="1 <= window <= steps"):
+        ec.rtd_cold_start("scratch", 10, window=20)

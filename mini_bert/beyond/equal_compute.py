@@ -449,6 +449,65 @@ def rtd_scores(model: ElectraForPreTraining, tokenizer, tokens: dict[str, list],
     return scores
 
 
+RTD_STARTS = ("scratch", "pretrained")
+
+
+def rtd_cold_start(start: str = "scratch", steps: int = 300, *, lr: float = 1e-3, seed: int = 0, window: int = 50,
+                   study: Study = ELECTRA_VS_MLM_3300) -> list[dict]:
+    """Why ELECTRA's discriminator stays at the constant answer at our budget (plan-3300.md): the
+    discriminator alone, trained to find replacements drawn from the training text's unigram
+    distribution (what a generator on its frequency plateau samples, so that only context tells a
+    replacement from the original), from the seed's initial weights (start="scratch") or from the
+    book's pretrained encoder (start="pretrained"), on the batches and masks of the first `steps`
+    steps of `study`'s ELECTRA arm; AdamW at a constant `lr`, gradients clipped at 1.0 as the loop does. One row per `window`
+    steps: the mean training loss, the constant answer's loss (binary_entropy of the replaced
+    rate) and the share of replaced tokens called replaced. The caller's random state is kept."""
+    if start not in RTD_STARTS:
+        raise ValueError(f"start={start!r}: use one of {', '.join(RTD_STARTS)}")
+    if isinstance(steps, bool) or not isinstance(steps, int) or isinstance(window, bool) \
+            or not isinstance(window, int) or not 1 <= window <= steps:
+        raise ValueError(f"steps={steps!r} and window={window!r} must be whole numbers with 1 <= window <= steps")
+    import torch.nn.functional as F
+
+    from ..build.config import IGNORE_INDEX
+    from ..train.pretrained import pretrained
+
+    with preserved_random_state():
+        recipe = study.recipe("electra", "cpu", seed)
+        tokenizer = default_tokenizer(recipe.vocab_size)
+        batches, (train_data, *_) = recipe_batches(load_corpus("train"), tokenizer, recipe)
+        discriminator = build_family("electra", recipe, tokenizer)[0].discriminator.train()
+        if start == "pretrained":
+            discriminator.bert.load_state_dict(pretrained("tiny-wiki", progress=False).model.bert.state_dict(),
+                                               strict=False)  # the pooler: nothing reads [CLS] here
+        ids = torch.tensor([t for document in train_data.tokens for sentence in document for t in sentence])
+        unigram = torch.bincount(ids, minlength=tokenizer.vocab_size).double()
+        draw = torch.Generator().manual_seed(seed)
+        optimizer = torch.optim.AdamW(discriminator.parameters(), lr=lr, weight_decay=recipe.weight_decay)
+        rows, sums = [], {"loss": 0.0, "constant": 0.0, "recall": 0.0}
+        for step in range(steps):
+            batch = batches(step, step / int(recipe.budget))  # the run's own phases: 32 tokens here
+            masked = batch["mlm_labels"] != IGNORE_INDEX
+            original = torch.where(masked, batch["mlm_labels"], batch["input_ids"])
+            corrupted = original.clone()
+            corrupted[masked] = torch.multinomial(unigram, int(masked.sum()), replacement=True, generator=draw)
+            real = batch["attention_mask"].bool()
+            targets = (corrupted != original)[real]
+            logits = discriminator(corrupted, batch["attention_mask"], batch["token_type_ids"]).logits[real]
+            loss = F.binary_cross_entropy_with_logits(logits, targets.float())
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(discriminator.parameters(), 1.0)
+            optimizer.step()
+            sums["loss"] += loss.item()
+            sums["constant"] += binary_entropy(targets.float().mean().item())
+            sums["recall"] += ((logits.detach() > 0) & targets).sum().item() / max(int(targets.sum()), 1)
+            if (step + 1) % window == 0:
+                rows.append({"step": step + 1, **{k: v / window for k, v in sums.items()}})
+                sums = dict.fromkeys(sums, 0.0)
+    return rows
+
+
 def bert_checkpoint(encoder: nn.Module, tokenizer, recipe: Recipe, folder: Path, seed: int) -> Path:
     """`encoder` (a BertModel, with or without pooler) as a BertForPreTraining checkpoint that
     chapter 10's fine-tuning loads; the parts it lacks (pooler, heads) start as the seed's."""
