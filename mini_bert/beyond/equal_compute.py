@@ -452,16 +452,17 @@ def rtd_scores(model: ElectraForPreTraining, tokenizer, tokens: dict[str, list],
 RTD_STARTS = ("scratch", "pretrained")
 
 
-def rtd_cold_start(start: str = "scratch", steps: int = 300, *, lr: float = 1e-3, seed: int = 0, window: int = 50,
-                   study: Study = ELECTRA_VS_MLM_3300) -> list[dict]:
+def rtd_cold_start(start: str = "scratch", steps: int = 300, *, lr: float = 1e-3, seed: int = 0,
+                   window: int = 50, study: Study = ELECTRA_VS_MLM_3300) -> list[dict]:
     """Why ELECTRA's discriminator stays at the constant answer at our budget (plan-3300.md): the
     discriminator alone, trained to find replacements drawn from the training text's unigram
     distribution (what a generator on its frequency plateau samples, so that only context tells a
     replacement from the original), from the seed's initial weights (start="scratch") or from the
     book's pretrained encoder (start="pretrained"), on the batches and masks of the first `steps`
-    steps of `study`'s ELECTRA arm; AdamW at a constant `lr`, gradients clipped at 1.0 as the loop does. One row per `window`
-    steps: the mean training loss, the constant answer's loss (binary_entropy of the replaced
-    rate) and the share of replaced tokens called replaced. The caller's random state is kept."""
+    steps of `study`'s ELECTRA arm; AdamW at a constant `lr`, gradients clipped at 1.0 as the loop
+    does. One row per `window` steps: the mean training loss, the constant answer's loss
+    (binary_entropy of the replaced rate) and the share of replaced tokens called replaced. The
+    caller's random state is kept."""
     if start not in RTD_STARTS:
         raise ValueError(f"start={start!r}: use one of {', '.join(RTD_STARTS)}")
     if isinstance(steps, bool) or not isinstance(steps, int) or isinstance(window, bool) \

@@ -185,17 +185,17 @@ def run_log(plan: LogPlan, progress: bool = True) -> list[dict]:
 LOG_IDENTITY = ("format", "experiment", "study", "scale", "max_docs")
 
 
-def merge_logs(parts: Sequence[dict], order: Sequence[str] | None = None, names: Sequence[str] | None = None
-               ) -> dict:
+def merge_logs(parts: Sequence[dict], order: Sequence[str] | None = None,
+               names: Sequence[str] | None = None) -> dict:
     """One log from partial logs of the same experiment and scale (two workers' seeds, or arms
     run on two workers): every run of every part, sorted as run_log sorts them (seed, then `order`;
     None: the order in which the parts first name each arm), and for each arm the fingerprint of
     its smallest seed, as one command writing every run would have kept. ValueError, naming the
-    parts (`names`, else their positions), when they are logs of different things, when one run is
-    in two parts with different records, or when two parts hold different fingerprints for one arm
-    at one seed. Parts written by different code keep their fingerprints, and the merged log's
-    code_version then names every version: the log is no longer "this code's", so a resume checks
-    every fingerprint first (fingerprint.resume_fingerprints) and `provenance` checks them all."""
+    parts (`names`, else their positions), when they are logs of different things or when one run
+    is in two parts with different records. Parts written by different code keep their
+    fingerprints, and the merged log's code_version then names every version: the log is no longer
+    "this code's", so a resume checks every fingerprint first (fingerprint.resume_fingerprints)
+    and `provenance` checks them all."""
     names = list(names or (f"part {i + 1}" for i in range(len(parts))))
     if len(parts) < 2:
         raise ValueError(f"merging needs at least two partial logs, got {len(parts)}")
@@ -206,7 +206,7 @@ def merge_logs(parts: Sequence[dict], order: Sequence[str] | None = None, names:
                 raise ValueError(f"{name} is a log of {key} {part.get(key)!r}, {names[0]} of {first.get(key)!r}: "
                                  f"only partial logs of one experiment and scale merge")
     runs: dict[tuple[str, int], tuple[str, dict]] = {}
-    fingerprints: dict[str, tuple[str, dict]] = {}
+    fingerprints: dict[str, dict] = {}
     seen: list[str] = []
     for name, part in zip(names, parts):
         for record in part["runs"]:
@@ -218,9 +218,8 @@ def merge_logs(parts: Sequence[dict], order: Sequence[str] | None = None, names:
             if record["arm"] not in seen:
                 seen.append(record["arm"])
         for arm, fp in (part.get("fingerprints") or {}).items():
-            kept = fingerprints.get(arm)
-            if kept is None or fp.get("seed", 0) < kept[1].get("seed", 0):
-                fingerprints[arm] = (name, fp)
+            if arm not in fingerprints or fp.get("seed", 0) < fingerprints[arm].get("seed", 0):
+                fingerprints[arm] = fp
     rank = {arm: i for i, arm in enumerate(order if order is not None else seen)}
     records = sorted((record for _, record in runs.values()),
                      key=lambda r: (r["seed"], rank.get(r["arm"], len(rank)), r["arm"]))
@@ -228,9 +227,10 @@ def merge_logs(parts: Sequence[dict], order: Sequence[str] | None = None, names:
     versions = sorted({p["code_version"] for p in parts if p.get("code_version")})
     if len(versions) > 1:
         merged["code_version"] = "+".join(versions)
-    dates = [p[key] for p in parts for key in ("date",) if p.get(key)]
+    dates = [p["date"] for p in parts if p.get("date")]  # scores logs date every write
     if dates:
         merged["date"] = max(dates)
-    merged["fingerprints"] = {arm: fingerprints[arm][1] for arm in sorted(fingerprints, key=lambda a: rank.get(a, len(rank)))}
+    merged["fingerprints"] = {arm: fingerprints[arm]
+                              for arm in sorted(fingerprints, key=lambda a: rank.get(a, len(rank)))}
     merged["runs"] = records
     return merged
