@@ -532,6 +532,18 @@ def test_choose_arms_pairs_against_any_arm_and_refuses_unknown_ones(grid_log):
         views.choose_arms(grid_log, ["b", "c"], baseline="a")
 
 
+def test_choose_arms_keeps_the_chosen_learning_rates_of_the_arms_it_keeps(grid_log):
+    import dataclasses
+
+    from mini_bert.train.grids import arm_recipe
+
+    tuned = dataclasses.replace(grid_log, experiment=dataclasses.replace(
+        grid_log.experiment, chosen_lr={"a": 1e-3, "b": 2e-3, "c": 4e-3}))
+    chosen = views.choose_arms(tuned, ["c", "a", "untrained"], baseline="a")
+    assert chosen.experiment.chosen_lr == {"a": 1e-3, "c": 4e-3}
+    assert arm_recipe(chosen.experiment, "c", "cpu").lr == 4e-3
+
+
 def test_comparison_table_says_whether_a_difference_exceeds_the_noise(grid_log):
     html = views.comparison_html(views.choose_arms(grid_log, ["a", "b", "c"], "a"), "m")
     assert "<td>b</td><td>3</td><td>0.5633 ± 0.0153</td><td>+0.0533 [" in html

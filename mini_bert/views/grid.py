@@ -30,9 +30,11 @@ def choose_arms(result: GridResult, arms: Sequence[str], baseline: str) -> GridR
     if baseline not in arms:
         raise ValueError(f"the baseline {baseline!r} must be one of the chosen arms {list(arms)}")
     # A log may hold arms that are not the experiment's (the untrained control of a scores log):
-    # they change no recipe setting.
+    # they change no recipe setting. The learning rates chosen on validation stay with their arms.
     experiment = dataclasses.replace(result.experiment, baseline=baseline,
-                                     arms={a: result.experiment.arms.get(a, {}) for a in arms})
+                                     arms={a: result.experiment.arms.get(a, {}) for a in arms},
+                                     chosen_lr={a: lr for a, lr in result.experiment.chosen_lr.items()
+                                                if a in arms})
     runs = [r for r in result.runs if r["arm"] in arms]
     return dataclasses.replace(result, experiment=experiment, runs=runs)
 
