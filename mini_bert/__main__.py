@@ -542,7 +542,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=positive_int, help="torch threads")
     p.add_argument("--results", help="the JSON scores log to write or resume (default "
                                      "./results/NAME-SCALE-scores.json, where you run the command)")
-    p.add_argument("--arms", help="a comma-separated subset of the arms (untrained: the control; default: all)")
+    p.add_argument("--arms", help="a comma-separated subset of the arms (untrained: the control, "
+                   "untrained-ARM: an arm's own; default: all)")
     p.add_argument("--shipped", action="store_true", help="print the tables of the book's own logs and score nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_ablation_scores)

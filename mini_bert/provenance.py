@@ -235,7 +235,7 @@ def arm_order(kind: str, name: str, scale: str) -> list[str] | None:
     if kind == GRID:
         return list(get_experiment(name).arms)
     if kind == SCORES:
-        return [*get_experiment(name).arms, ablations.UNTRAINED]
+        return [*get_experiment(name).arms, *ablations.control_arms(get_experiment(name))]
     if kind == FINETUNE:
         return list(finetune_runs.get_study(name).arm_settings(scale))
     if kind == "study":  # chapter 15's (equal_compute.study_grid)

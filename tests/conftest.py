@@ -151,7 +151,7 @@ SCORE_ABS_TOL = 0.01
 
 def assert_shipped_ablation_logs(name: str, min_seeds: int = 3, swept: bool = False) -> None:
     """Assert that the shipped grid and scores logs of experiment `name` (cpu scale) are current
-    (by their fingerprints), hold every arm x seed (and the untrained control of every seed) one for one with
+    (by their fingerprints), hold every arm x seed (and the untrained controls of every seed) one for one with
     at least `min_seeds` seeds, and name the commands that regenerate them. swept: every run trained at
     the rate its arm's learning-rate sweep (the shipped `{name}-lr` log) chose."""
     from mini_bert.improve import ablations
@@ -161,12 +161,13 @@ def assert_shipped_ablation_logs(name: str, min_seeds: int = 3, swept: bool = Fa
     # Both logs current (mini_bert.train.fingerprint.is_current: their fingerprints passed the recorded check).
     assert not result.stale, "check them: python -m mini_bert provenance (regenerate a log whose numbers moved)"
     scores = ablations.read_scores(ablations.scores_path(name, "cpu"))
-    arms = grids.get_experiment(name).arms
+    experiment = grids.get_experiment(name)
+    arms = experiment.arms
     seeds = sorted({r["seed"] for r in result.runs})
     assert len(seeds) >= min_seeds
-    assert {(r["arm"], r["seed"]) for r in scores["runs"]} == {(a, s) for a in [*arms, ablations.UNTRAINED]
-                                                               for s in seeds}
-    assert {(r["arm"], r["seed"]) for r in result.runs if r["arm"] != ablations.UNTRAINED} == \
+    assert {(r["arm"], r["seed"]) for r in scores["runs"]} == {
+        (a, s) for a in [*arms, *ablations.control_arms(experiment)] for s in seeds}
+    assert {(r["arm"], r["seed"]) for r in result.runs if not ablations.is_control(r["arm"])} == \
         {(a, s) for a in arms for s in seeds}
     assert scores["command"] == ablations.scores_command(name, seeds, "cpu")
     # the device named or left to its default (the best available: the CPU on the machines that made them)
@@ -174,7 +175,7 @@ def assert_shipped_ablation_logs(name: str, min_seeds: int = 3, swept: bool = Fa
                                                           for device in ("cpu", None)}
     if swept:
         rates = grids.chosen_rates(grids.load_grid(f"{name}-lr"))
-        assert all(r["recipe"]["lr"] == rates[r["arm"]] for r in result.runs if r["arm"] != ablations.UNTRAINED)
+        assert all(r["recipe"]["lr"] == rates[r["arm"]] for r in result.runs if not ablations.is_control(r["arm"]))
 
 
 def reproduce_logged_run(name: str, arm: str, folder, capsys) -> None:

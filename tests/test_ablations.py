@@ -168,6 +168,17 @@ def test_a_replayed_run_lands_on_its_logged_curve():
     assert ablations.replay_steps(logged, 3) == 18
 
 
+def test_own_controls_name_arms_other_than_the_baseline():
+    for own in (("sop",), ("mlm",)):
+        with pytest.raises(ValueError, match=r"own_controls must name arms other than the baseline .*" + own[0]):
+            Experiment("bad", "a control of no arm", {"mlm": {}, "nsp": {"objective": "nsp"}}, "mlm",
+                       {"cpu": QUICK}, own_controls=own)
+    experiment = Experiment("good", "an own control", {"mlm": {}, "nsp": {"objective": "nsp"}}, "mlm",
+                            {"cpu": QUICK}, own_controls=("nsp",))
+    assert ablations.control_arms(experiment) == [UNTRAINED, "untrained-nsp"]
+    assert [ablations.shape_of(experiment, a) for a in ("nsp", UNTRAINED, "untrained-nsp")] == ["nsp", "mlm", "nsp"]
+
+
 @pytest.mark.parametrize("changes, message", [
     ({"objective": "sop", "format": "full_sentences"}, "needs 'sop' sentence pairs"),
     ({"objective": "nsp", "format": "doc_sentences"}, "needs 'nsp' sentence pairs"),
@@ -183,8 +194,9 @@ def test_an_arm_that_cannot_run_is_refused_when_it_is_defined(changes, message):
 
 @pytest.fixture
 def tiny_experiment(monkeypatch, small_probes):
+    # The sop arm also gets an untrained control of its own recipe (Experiment.own_controls).
     experiment = Experiment("tiny-sentence", "two arms of a few steps", {"mlm": {"objective": "mlm", "format": "sop"},
-                            "sop": {"objective": "sop"}}, "mlm", {"cpu": QUICK})
+                            "sop": {"objective": "sop"}}, "mlm", {"cpu": QUICK}, own_controls=("sop",))
     monkeypatch.setitem(grids.EXPERIMENTS, experiment.name, experiment)
     monkeypatch.setattr(ablations, "DOWNSTREAM", {"topic_full": {
         "task": "topic", "labels": 24, "max_length": 32, "epochs": 1, "max_eval": 16, "patience": None,
@@ -205,7 +217,8 @@ def test_score_grid_logs_every_run_and_control_resumes_and_merges(cache, tmp_pat
     part = score_grid(tiny_experiment.name, [0], results=scores_log, arms=["sop"], progress=False)
     assert [(r["arm"], r["seed"]) for r in part["runs"]] == [("sop", 0)]
     log = score_grid(tiny_experiment.name, [0], results=scores_log, progress=False)
-    assert [(r["arm"], r["seed"]) for r in log["runs"]] == [("mlm", 0), ("sop", 0), (UNTRAINED, 0)]
+    assert [(r["arm"], r["seed"]) for r in log["runs"]] == [("mlm", 0), ("sop", 0), (UNTRAINED, 0),
+                                                            ("untrained-sop", 0)]
     assert log["runs"][1] == part["runs"][0]  # resumed, not scored again
     assert log["code_version"] == code_version(*ablations.ABLATION_CODE)
     assert log["run_code_version"] == code_version() == result.code_version
@@ -229,18 +242,34 @@ def test_score_grid_logs_every_run_and_control_resumes_and_merges(cache, tmp_pat
     real_score_run = ablations.score_run
     monkeypatch.setattr(ablations, "score_run", lambda *a, **k: pytest.fail("a logged run was scored again"))
     assert score_grid(tiny_experiment.name, [0], results=scores_log, progress=False)["runs"] == log["runs"]
-    assert sorted(json.loads(scores_log.read_text())["fingerprints"]) == ["mlm", "sop", UNTRAINED]
+    fingerprints = json.loads(scores_log.read_text())["fingerprints"]
+    assert sorted(fingerprints) == ["mlm", "sop", UNTRAINED, "untrained-sop"]
+    # Each control is its own recipe's initial weights: the baseline's, and the sop arm's.
+    for arm, objective in ((UNTRAINED, "mlm"), ("untrained-sop", "sop")):
+        assert fingerprints[arm]["definition"]["untrained"]
+        assert fingerprints[arm]["definition"]["recipe"]["objective"] == objective
+    # scored as the control is (the two share their encoder's initial weights: the seed's)
+    own = next(r for r in log["runs"] if r["arm"] == "untrained-sop")["metrics"]
+    assert own.keys() == untrained.keys()
 
     merged = load_ablation(tiny_experiment.name, results=result.path, scores=scores_log)
     assert not merged.stale  # both logs made by this very code
     table = merged.table("test.sop_probe.accuracy")
-    assert list(table) == ["mlm", "sop", UNTRAINED] and table["sop"].difference is not None
+    assert list(table) == ["mlm", "sop", UNTRAINED, "untrained-sop"] and table["sop"].difference is not None
+    assert {p.arm for p in ablations.preconditions(merged)} == {"mlm", "sop"}  # no control has any
+    assert list(ablations.verdicts(merged, metrics=("test.topic_full.accuracy",))["test.topic_full.accuracy"]) \
+        == ["sop"]
+    [reading] = ablations.own_control_readings(merged, downstream=("test.topic_full.accuracy",))
+    assert (reading.arm, reading.metric) == ("sop", "test.topic_full.accuracy") and "(n=1)" in reading.measured
     assert merged.table("test.mlm@32.accuracy")["sop"].values[0] == result.runs[1]["metrics"]["test.mlm@32.accuracy"]
 
     # A scores log must score the grid's runs one for one.
     whole = json.loads(scores_log.read_text())
     scores_log.write_text(json.dumps({**whole, "runs": whole["runs"][1:]}))
     with pytest.raises(ValueError, match=r"not scored: \[\('mlm', 0\)\]"):
+        load_ablation(tiny_experiment.name, results=result.path, scores=scores_log)
+    scores_log.write_text(json.dumps({**whole, "runs": whole["runs"][:-1]}))  # the sop arm's own control
+    with pytest.raises(ValueError, match=r"not scored: \[\('untrained-sop', 0\)\]"):
         load_ablation(tiny_experiment.name, results=result.path, scores=scores_log)
     scores_log.write_text(json.dumps({**whole, "experiment": "other"}))
     with pytest.raises(ValueError, match="holds the scores of 'other'"):
@@ -279,8 +308,10 @@ def test_bad_seeds_and_scales_are_refused_before_any_work(tiny_experiment, monke
     with pytest.raises(ValueError, match="no 'gpu' scale"):
         score_grid(tiny_experiment.name, 1, scale="gpu")
     with pytest.raises(ValueError, match=r"unknown arm\(s\) \['nsp'\] of experiment 'tiny-sentence'; its arms: "
-                                         r"mlm, sop, untrained \(untrained: the control\)"):
+                                         r"mlm, sop, untrained, untrained-sop \(untrained: the control"):
         score_grid(tiny_experiment.name, 1, arms=["sop", "nsp"])
+    with pytest.raises(ValueError, match=r"unknown arm\(s\) \['untrained-mlm'\]"):
+        score_grid(tiny_experiment.name, 1, arms=["untrained-mlm"])  # the baseline's is the control itself
     with pytest.raises(ValueError, match="unknown experiment"):
         score_grid("no-such-experiment", 1)
 

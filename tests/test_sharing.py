@@ -11,8 +11,9 @@ import torch
 from mini_bert import BertConfig, BertForPreTraining
 from mini_bert.build.params import count_parameters, formula_parameters
 from mini_bert.train.grids import arm_recipe
-from mini_bert.improve.sharing import (ALBERT_PARAMETERS, FULL_SIZES, counted_flops, forward_flops, full_size_table,
-                               step_seconds)
+from mini_bert.improve import ablations
+from mini_bert.improve.sharing import (ALBERT_PARAMETERS, ALBERT_PARAMETERS_3300, FULL_SIZES, counted_flops,
+                                       forward_flops, full_size_table, step_seconds)
 
 from conftest import assert_shipped_ablation_logs, reproduce_logged_run
 
@@ -112,6 +113,16 @@ def test_a_logged_run_of_chapter_12_is_reproduced_by_its_commands(cache, tmp_pat
     """The one-layer arm's seed 0 (the quickest to train), trained again in an empty cache by the
     grid's command, then scored again as the scores command does: the logged numbers come back."""
     reproduce_logged_run("albert-parameters", "shallow", tmp_path, capsys)
+
+
+def test_a_logged_3300_step_run_of_chapter_12_replays_its_first_window():
+    """The base model's seed 0 trained again for the first twentieth of its 3,300 steps: its logged
+    window mean comes back (a whole run is 10 minutes; `provenance` checks every arm's prefix)."""
+    name = ALBERT_PARAMETERS_3300.name
+    logged = next(r for r in ablations.read_scores(ablations.scores_path(name, "cpu"))["runs"]
+                  if (r["arm"], r["seed"]) == ("none", 0))
+    rows = ablations.replay_run(ALBERT_PARAMETERS_3300, "none", 0, logged["curve"], windows=1)
+    assert [r["step"] for r in rows] == [165] and all(r["close"] for r in rows), rows
 
 
 def test_the_command_line_lists_chapter_12s_experiment(capsys):

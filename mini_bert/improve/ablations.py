@@ -16,8 +16,9 @@ those scores, the same for every arm, and logs them beside the grid's own log:
 - `sentence_baselines`: the controls that cannot read (chapter 7's topic shortcut): a logistic
   regression on the word overlap of the two segments, and on a signed bag of words (+A, -B).
 - `downstream_scores`: chapter 10's fine-tuning runs from the model's checkpoint.
-- `score_grid`: every logged run of a grid, and the untrained model of every seed (the control),
-  scored into results/{experiment}-{scale}-scores.json (resumable, one record per run);
+- `score_grid`: every logged run of a grid, and the untrained model of every seed (the control;
+  an arm named in Experiment.own_controls also gets one of its own shape), scored into
+  results/{experiment}-{scale}-scores.json (resumable, one record per run);
   `load_ablation`: the grid's log and the scores' log as one GridResult, so that one table, one
   paired difference and one figure cover every metric.
 
@@ -125,6 +126,35 @@ DOWNSTREAM_1000 = Downstream(runs={
 
 def downstream_of(experiment: Experiment) -> Downstream:
     return experiment.downstream or Downstream(DOWNSTREAM)
+
+
+# ============================================================================================
+# The controls: models scored the same way, never trained
+# ============================================================================================
+
+def own_control(arm: str) -> str:
+    """The scores log's name for an arm's own untrained control (Experiment.own_controls)."""
+    return f"{UNTRAINED}-{arm}"
+
+
+def control_arms(experiment: Experiment) -> list[str]:
+    """The untrained arms of a scores log: UNTRAINED, the baseline's initial weights (the control
+    every precondition reads), then each own control."""
+    return [UNTRAINED, *map(own_control, experiment.own_controls)]
+
+
+def is_control(arm: str) -> bool:
+    return arm == UNTRAINED or arm.startswith(f"{UNTRAINED}-")
+
+
+def shape_of(experiment: Experiment, arm: str) -> str:
+    """The arm whose recipe a scores record builds: the baseline for UNTRAINED, X for X's own
+    control, the arm itself otherwise."""
+    if arm == UNTRAINED:
+        return experiment.baseline
+    if arm in control_arms(experiment):
+        return arm.removeprefix(f"{UNTRAINED}-")
+    return arm
 
 
 # ============================================================================================
@@ -343,17 +373,19 @@ def score_run(experiment: Experiment, arm: str, seed: int, scale: str = "cpu", *
     """The scores record of one run: its arm's recipe with `seed`, loaded from the run cache (or
     trained into it), scored on the sentence tasks and downstream. arm=UNTRAINED: the baseline
     arm's initial weights for `seed`, never trained (the control every trained arm is read
-    against), also scored on held-out MLM like a grid run.
+    against), also scored on held-out MLM like a grid run; arm=own_control(X): the same with X's
+    architecture.
     prefix: a fingerprint's run (`score_fingerprint`): the arm's first steps only (never cached),
     scored on a few held-out articles and pairs, downstream runs cut short; the record then holds
     the model's parameter norm and the downstream runs' counts and losses too."""
     started = time.perf_counter()
-    recipe = arm_recipe(experiment, experiment.baseline if arm == UNTRAINED else arm, scale).replace(seed=seed)
+    untrained = is_control(arm)
+    recipe = arm_recipe(experiment, shape_of(experiment, arm), scale).replace(seed=seed)
     few = {} if prefix is None else heldout_slices(prefix)
     pairs = None if prefix is None else prefix.probe_pairs
     counts = {} if prefix is not None else None
     with tempfile.TemporaryDirectory() as folder:
-        if arm == UNTRAINED:
+        if untrained:
             tokenizer = default_tokenizer(recipe.vocab_size)
             model = build_model(recipe, tokenizer.vocab_size).eval()
             metrics = flatten_metrics(score(model, tokenizer, **few))
@@ -384,8 +416,8 @@ def score_fingerprint(experiment: Experiment, arm: str, seed: int, scale: str = 
     """The fingerprint of a scores log's record (mini_bert.train.fingerprint): score_run on the prefix
     of the arm's run (chained: the scores are read from the upstream run's own prefix model)."""
     record = score_run(experiment, arm, seed, scale, prefix=prefix)
-    recipe = arm_recipe(experiment, experiment.baseline if arm == UNTRAINED else arm, scale).replace(seed=seed)
-    definition = {"recipe": recipe.to_dict(), "untrained": arm == UNTRAINED,
+    recipe = arm_recipe(experiment, shape_of(experiment, arm), scale).replace(seed=seed)
+    definition = {"recipe": recipe.to_dict(), "untrained": is_control(arm),
                   "probe": {"length": PROBE_LENGTH, "train": PROBE_TRAIN, "eval": PROBE_EVAL, "seed": PROBE_SEED},
                   "downstream": downstream_of(experiment).definition()}
     exact, losses = split_downstream_counts(record["downstream_counts"])
@@ -515,8 +547,8 @@ def read_scores(path: str | Path) -> dict:
 
 def score_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu", device=None,
                results: str | Path | None = None, arms: Sequence[str] | None = None, progress: bool = True) -> dict:
-    """Score every arm x seed of experiment `name` and the untrained control of every seed (or
-    `arms` only, UNTRAINED naming the control), into the scores log (default
+    """Score every arm x seed of experiment `name` and the untrained controls of every seed (or
+    `arms` only, UNTRAINED naming the control, control_arms the others), into the scores log (default
     results/{name}-{scale}-scores.json), rewritten after every run so that a stopped command
     resumes. Runs missing from the run cache are trained first (the same runs as the grid's: `grid`
     and this command may run in either order). `arms` lets a run be scored right after `grid`
@@ -525,12 +557,12 @@ def score_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
     seeds = seed_list(seeds)
     if scale not in experiment.base:
         raise ValueError(f"experiment {name!r} has no {scale!r} scale; use one of: {', '.join(experiment.base)}")
-    every_arm = [*experiment.arms, UNTRAINED]
+    every_arm = [*experiment.arms, *control_arms(experiment)]
     arm_names = every_arm if arms is None else list(arms)
     wrong = [a for a in arm_names if a not in every_arm]
     if wrong or not arm_names:
         raise ValueError(f"unknown arm(s) {wrong} of experiment {name!r}; its arms: {', '.join(every_arm)} "
-                         f"({UNTRAINED}: the control)")
+                         f"({UNTRAINED}: the control; {UNTRAINED}-ARM: an arm's own)")
     header = {"format": SCORES_FORMAT, "experiment": name, "scale": scale,
               "code_version": code_version(*ABLATION_CODE), "run_code_version": code_version(),
               "command": scores_command(name, seeds, scale),
@@ -554,7 +586,8 @@ def score_grid(name: str, seeds: int | Sequence[int] = 3, *, scale: str = "cpu",
 def load_ablation(name: str, scale: str = "cpu", *, results: str | Path | None = None,
                   scores: str | Path | None = None) -> GridResult:
     """The grid's log and its scores log as one GridResult: per (arm, seed) every metric of both,
-    plus the UNTRAINED control's records. Refuses a scores log that does not score the grid's runs
+    plus the records of the untrained controls (control_arms: UNTRAINED for every seed, an own
+    control for every seed its arm was trained with). Refuses a scores log that does not score the grid's runs
     one for one. `.stale` is true when either log is not current (fingerprint.is_current)."""
     grid_result = load_grid(name, scale, results=results)
     path = Path(scores) if scores is not None else scores_path(name, scale)
@@ -567,7 +600,8 @@ def load_ablation(name: str, scale: str = "cpu", *, results: str | Path | None =
                          f"of {name!r} at {grid_result.scale!r}")
     extra = {(r["arm"], r["seed"]): r["metrics"] for r in log["runs"]}
     trained = {(r["arm"], r["seed"]) for r in grid_result.runs}
-    untrained = {(UNTRAINED, seed) for _, seed in trained}
+    own = set(grid_result.experiment.own_controls)
+    untrained = {(UNTRAINED, seed) for _, seed in trained} | {(own_control(a), s) for a, s in trained if a in own}
     if set(extra) != trained | untrained:
         missing, unknown = sorted((trained | untrained) - set(extra)), sorted(set(extra) - trained - untrained)
         raise ValueError(f"{path} does not score the grid's runs one for one (not scored: {missing}; not in the "
@@ -635,7 +669,7 @@ def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VER
     A comparison whose arms fail one is a bug or a budget to fix, never a finding."""
     found = []
     for arm in result.arms():
-        if arm == UNTRAINED:
+        if is_control(arm):
             continue
         for metric in downstream:
             d = paired_difference(by_seed(result, arm, metric), by_seed(result, UNTRAINED, metric))
@@ -676,5 +710,23 @@ def verdicts(result: GridResult, metrics: Sequence[str] = (MLM_VERDICT, *DOWNSTR
     for metric in metrics:
         base = by_seed(result, baseline, metric)
         out[metric] = {arm: verdict(by_seed(result, arm, metric), base, margin_for(metric))
-                       for arm in result.arms() if arm not in (baseline, UNTRAINED) and base}
+                       for arm in result.arms() if arm != baseline and not is_control(arm) and base}
     return out
+
+
+def own_control_readings(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VERDICTS
+                         ) -> list[Precondition]:
+    """The supplementary reading of every arm with an own control in the log (Experiment.own_controls):
+    does it beat an untrained model of its own architecture on each downstream score (the paired 95%
+    interval of arm - own control above 0)? Whether pretraining helped the arm at all, or its shape
+    caps what fine-tuning reaches. Shaped as preconditions' rows, but no verdict reads it."""
+    found = []
+    for arm in result.experiment.own_controls:
+        control = own_control(arm)
+        if control not in result.arms():
+            continue
+        for metric in downstream:
+            d = paired_difference(by_seed(result, arm, metric), by_seed(result, control, metric))
+            found.append(Precondition(arm, f"beats its own untrained control on {metric}",
+                                      f"{interval(d, 4)} (n={d.n})", d.above_zero, metric))
+    return found

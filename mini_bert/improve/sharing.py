@@ -101,6 +101,11 @@ ALBERT_PARAMETERS_3300 = register(Experiment(
     # 0.171. Every choice is inside the rates tried.
     chosen_lr={"none": 2e-3, "e64": 1e-3, "e16": 2e-3, "attention": 2e-3, "ffn": 2e-3, "all": 1e-3,
                "shallow": 2e-3},
+    # E = 16 failed precondition 1 at five seeds (fine-tuned topic: -0.046 [-0.094, +0.002] against
+    # the untrained control, which has the base model's shape), so by plan-3300.md (fixed before
+    # seeds 3 and 4 were scored) it is also scored against an untrained model of its own shape: a
+    # supplementary reading, which no verdict reads.
+    own_controls=("e16",),
 ))
 # Extended 2026-12-07 (the plan's edge rule), before its next runs: factorised E = 64 and the
 # fully shared model were best at their smallest rate, 1e-3 (validation MLM accuracy at 128 tokens

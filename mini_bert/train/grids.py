@@ -91,6 +91,11 @@ class Experiment:
     # None: ablations.DOWNSTREAM, chapter 10's 300-label runs (the 600-step grids).
     downstream: Any = None
     chosen_lr: dict[str, float] = field(default_factory=dict)
+    # Arms its scores log also scores as an untrained model of their own architecture
+    # ("untrained-{arm}", mini_bert.improve.ablations.own_control), beside the usual control of the
+    # baseline's: a supplementary reading for an arm whose shape alone may cap what fine-tuning
+    # reaches. No verdict and no precondition reads it.
+    own_controls: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not self.arms:
@@ -105,6 +110,10 @@ class Experiment:
         unknown = sorted(set(self.chosen_lr) - set(self.arms))
         if unknown:
             raise ValueError(f"experiment {self.name!r}: chosen_lr names arms it does not have: {unknown}")
+        unknown = sorted(set(self.own_controls) - (set(self.arms) - {self.baseline}))
+        if unknown:
+            raise ValueError(f"experiment {self.name!r}: own_controls must name arms other than the baseline "
+                             f"(whose control is the untrained one), got {unknown}")
         fields = set(Recipe().to_dict())
         for arm, changes in self.arms.items():
             wrong = sorted(set(changes) - fields)
