@@ -681,7 +681,11 @@ def cmd_study(args) -> int:
             print(result.format_table(metric), end="\n\n")
         print(f"the book's log {result.path}: nothing trained (without --shipped the study runs here)")
         return 0
-    seeds = {} if args.seeds is None else {"seeds": parse_seeds(args.seeds)}  # else the study's own number
+    # Without --seeds: one seed for a learning-rate sweep ("{study}-lr": a choice), else the study's own number.
+    if args.seeds is None:
+        seeds = {"seeds": [0]} if args.name.endswith("-lr") else {}
+    else:
+        seeds = {"seeds": parse_seeds(args.seeds)}
     if args.threads:
         torch.set_num_threads(args.threads)
     formats = (getattr(module, "LOG_FORMAT", RESULTS_FORMAT),)  # chapter 17's logs have their own

@@ -397,6 +397,26 @@ def test_logs_are_written_where_you_run_the_command_not_in_the_package(argv, mod
     assert asked[-1] == tmp_path / "mine.json"
 
 
+@pytest.mark.parametrize("argv, seeds", [
+    (["study", "span-masking-3300-lr"], [0]),  # a sweep chooses from one seed
+    (["study", "span-masking-3300"], None),  # the study's own number (study_grid's default)
+    (["study", "span-masking-3300-lr", "--seeds", "2"], 2),  # two seeds, as asked
+])
+def test_a_study_without_seeds_runs_one_for_a_sweep_and_its_own_number_else(argv, seeds, tmp_path, monkeypatch):
+    from mini_bert.beyond import equal_compute
+
+    asked = []
+
+    def stop(name, **kwargs):
+        asked.append(kwargs.get("seeds"))
+        raise ValueError("stopped before training")
+
+    monkeypatch.setattr(equal_compute, "study_grid", stop)
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--no-progress"]) == 2
+    assert asked == [seeds]
+
+
 def test_ablation_scores_passes_its_arms_through(tmp_path, monkeypatch):
     """--arms scores a subset (a run right after `grid --arms` trained it, its model still cached)."""
     from mini_bert.improve import ablations

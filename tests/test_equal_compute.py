@@ -294,6 +294,20 @@ def test_a_collapsed_discriminator_scores_the_constant_answer(tokenizer, docs):
     assert ec.binary_entropy(0.5) == pytest.approx(math.log(2)) and ec.binary_entropy(0.0) == 0.0
 
 
+def test_a_sweep_prints_the_scores_it_measures_and_the_one_that_chooses():
+    """A sweep has no span probes and runs the downstream tasks only when it chooses by them, so
+    its tables leave those scores out (the span sweep's command failed printing them)."""
+    span = ec.get_study("span-masking-3300-lr")
+    assert span.metrics == ("test.mlm@32.accuracy", "validation.mlm@128.accuracy")
+    assert not span.span_probe and not span.downstream
+    electra = ec.get_study("electra-vs-mlm-3300-lr")  # chooses by the downstream mean: keeps them
+    assert electra.downstream and "test.topic_full.accuracy" in electra.metrics
+    assert electra.metrics[-1] == electra.sweep_metric == ec.DOWNSTREAM_SWEEP_METRIC
+    for name in ("attention-positions-3300-lr", "electra-vs-mlm-3300-lr"):  # every shipped sweep's records
+        result = ec.load_study(name)
+        assert all(set(result.experiment.metrics) <= set(r["metrics"]) for r in result.runs), name
+
+
 def test_the_span_study_reads_every_arm_on_the_answer_span_task():
     study = ec.get_study("span-masking-3300")
     assert study.downstream_runs.runs["answer_span"]["task"] == "answer-span"

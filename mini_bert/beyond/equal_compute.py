@@ -355,6 +355,9 @@ SPAN_MASKING_3300 = register_study(Study(
 ))
 
 
+SPAN_PROBE_MODES = ("whole_word", "span")  # span_scores' masks beside BERT's own
+
+
 def study_lr_sweep(study: Study, factors: Sequence[float] = SWEEP_FACTORS,
                    extended: dict[str, Sequence[float]] | None = None) -> Study:
     """The learning-rate sweep of a study, registered as "{name}-lr": every arm at its own rate (cpu
@@ -367,11 +370,18 @@ def study_lr_sweep(study: Study, factors: Sequence[float] = SWEEP_FACTORS,
         lr = study.recipe(arm, "cpu", 0, chosen=False).lr
         arms.update({sweep_arm(arm, lr * f): (family, {**changes, "lr": lr * f}) for f in arm_factors})
     baseline_lr = study.recipe(study.baseline, "cpu", 0, chosen=False).lr
+    downstream = study.downstream if study.sweep_metric == DOWNSTREAM_SWEEP_METRIC else False
+    # The tables a sweep prints: the study's scores it measures too (a sweep has no span probes, and
+    # runs the downstream tasks only when it chooses by them), then the score that chooses.
+    unmeasured = [f".{mode}@" for mode in SPAN_PROBE_MODES]
+    if not downstream and study.downstream_runs is not None:
+        unmeasured += [f".{run}." for run in study.downstream_runs.runs] + [".downstream_mean."]
+    metrics = [m for m in study.metrics if not any(part in m for part in unmeasured)]
     return register_study(Study(
         name=f"{study.name}-lr", description=sweep_description(study.name, factors, extended, study.sweep_metric),
         arms=arms, baseline=sweep_arm(study.baseline, baseline_lr), base={"cpu": study.base["cpu"]},
-        metrics=study.metrics, score_lengths=study.score_lengths,
-        downstream=study.downstream if study.sweep_metric == DOWNSTREAM_SWEEP_METRIC else False,
+        metrics=tuple(dict.fromkeys([*metrics, study.sweep_metric])), score_lengths=study.score_lengths,
+        downstream=downstream,
         span_probe=False, rtd_probe=study.rtd_probe, sweep_metric=study.sweep_metric))
 
 
@@ -392,9 +402,6 @@ study_lr_sweep(ATTENTION_POSITIONS_3300, extended={"deberta": (4.0,), "modernber
 # ============================================================================================
 # One run: train (or not), score
 # ============================================================================================
-
-SPAN_PROBE_MODES = ("whole_word", "span")
-
 
 def span_scores(model: nn.Module, tokenizer, tokens: dict[str, list], length: int = 32) -> dict[str, float]:
     """Held-out MLM with BERT's 15% chosen by whole words and by SpanBERT's spans instead of single
