@@ -544,6 +544,16 @@ def test_choose_arms_keeps_the_chosen_learning_rates_of_the_arms_it_keeps(grid_l
     assert arm_recipe(chosen.experiment, "c", "cpu").lr == 4e-3
 
 
+def test_choose_arms_keeps_the_own_controls_of_the_arms_it_keeps(grid_log):
+    import dataclasses
+
+    own = dataclasses.replace(grid_log, experiment=dataclasses.replace(grid_log.experiment,
+                                                                       own_controls=("b", "c")))
+    assert views.choose_arms(own, ["a", "b"], baseline="a").experiment.own_controls == ("b",)
+    # an arm made the baseline has the control itself, not an own one
+    assert views.choose_arms(own, ["b", "c"], baseline="b").experiment.own_controls == ("c",)
+
+
 def test_comparison_table_says_whether_a_difference_exceeds_the_noise(grid_log):
     html = views.comparison_html(views.choose_arms(grid_log, ["a", "b", "c"], "a"), "m")
     assert "<td>b</td><td>3</td><td>0.5633 ± 0.0153</td><td>+0.0533 [" in html

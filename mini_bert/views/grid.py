@@ -29,12 +29,15 @@ def choose_arms(result: GridResult, arms: Sequence[str], baseline: str) -> GridR
         raise ValueError(f"the log has no runs of arm(s) {unknown}; its arms: {', '.join(present)}")
     if baseline not in arms:
         raise ValueError(f"the baseline {baseline!r} must be one of the chosen arms {list(arms)}")
-    # A log may hold arms that are not the experiment's (the untrained control of a scores log):
-    # they change no recipe setting. The learning rates chosen on validation stay with their arms.
+    # A log may hold arms that are not the experiment's (the untrained controls of a scores log):
+    # they change no recipe setting. The learning rates chosen on validation and the own controls
+    # stay with their arms (an own control is never the baseline's: that is the control itself).
     experiment = dataclasses.replace(result.experiment, baseline=baseline,
                                      arms={a: result.experiment.arms.get(a, {}) for a in arms},
                                      chosen_lr={a: lr for a, lr in result.experiment.chosen_lr.items()
-                                                if a in arms})
+                                                if a in arms},
+                                     own_controls=tuple(a for a in result.experiment.own_controls
+                                                        if a in arms and a != baseline))
     runs = [r for r in result.runs if r["arm"] in arms]
     return dataclasses.replace(result, experiment=experiment, runs=runs)
 
