@@ -115,6 +115,20 @@ def test_a_logged_run_of_chapter_12_is_reproduced_by_its_commands(cache, tmp_pat
     reproduce_logged_run("albert-parameters", "shallow", tmp_path, capsys)
 
 
+def test_the_shipped_3300_step_logs_of_chapter_12_fail_only_e16s_fine_tuned_precondition():
+    """Five seeds of every arm, of the untrained control and of E = 16's own control, current, at
+    the sweep's rates; every precondition holds but E = 16's fine-tuned topics, whose row is not
+    counted (mini_bert/results/plan-3300.md), and against its own untrained start E = 16 passes."""
+    name = ALBERT_PARAMETERS_3300.name
+    assert_shipped_ablation_logs(name, min_seeds=5, swept=True)
+    result = ablations.load_ablation(name)
+    found = ablations.preconditions(result)
+    assert len(found) == 28
+    assert [(p.arm, p.metric) for p in found if not p.holds] == [("e16", "test.topic_full.accuracy")]
+    readings = ablations.own_control_readings(result)
+    assert [r.arm for r in readings] == ["e16"] * 3 and all(r.holds for r in readings)
+
+
 def test_a_logged_3300_step_run_of_chapter_12_replays_its_first_window():
     """The base model's seed 0 trained again for the first twentieth of its 3,300 steps: its logged
     window mean comes back (a whole run is 10 minutes; `provenance` checks every arm's prefix)."""
