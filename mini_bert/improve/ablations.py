@@ -657,6 +657,13 @@ def by_seed(result: GridResult, arm: str, metric: str) -> dict[int, float]:
     return values_by_seed(result.runs, arm, metric)
 
 
+def beats_control(result: GridResult, arm: str, control: str, metric: str, named: str) -> Precondition:
+    """Does the arm beat a control on a score: the paired 95% interval of (arm - control) over
+    seeds above 0?"""
+    d = paired_difference(by_seed(result, arm, metric), by_seed(result, control, metric))
+    return Precondition(arm, f"beats {named} on {metric}", f"{interval(d, 4)} (n={d.n})", d.above_zero, metric)
+
+
 def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VERDICTS) -> list[Precondition]:
     """The preconditions of every trained arm of a scored grid (load_ablation's result):
     - it beats the untrained control on each downstream score: the paired 95% interval of
@@ -671,11 +678,7 @@ def preconditions(result: GridResult, downstream: Sequence[str] = DOWNSTREAM_VER
     for arm in result.arms():
         if is_control(arm):
             continue
-        for metric in downstream:
-            d = paired_difference(by_seed(result, arm, metric), by_seed(result, UNTRAINED, metric))
-            found.append(Precondition(arm, f"beats the untrained control on {metric}",
-                                      f"{interval(d, 4)} (n={d.n})",
-                                      d.above_zero, metric))
+        found += [beats_control(result, arm, UNTRAINED, metric, "the untrained control") for metric in downstream]
         accuracy = by_seed(result, arm, MLM_VERDICT)
         unigram = by_seed(result, arm, MLM_VERDICT.replace(".accuracy", ".unigram_accuracy"))
         if accuracy and unigram:
@@ -725,8 +728,5 @@ def own_control_readings(result: GridResult, downstream: Sequence[str] = DOWNSTR
         control = own_control(arm)
         if control not in result.arms():
             continue
-        for metric in downstream:
-            d = paired_difference(by_seed(result, arm, metric), by_seed(result, control, metric))
-            found.append(Precondition(arm, f"beats its own untrained control on {metric}",
-                                      f"{interval(d, 4)} (n={d.n})", d.above_zero, metric))
+        found += [beats_control(result, arm, control, metric, "its own untrained control") for metric in downstream]
     return found
