@@ -349,6 +349,37 @@ def test_the_length_study_compares_every_pair_of_drops_and_each_family_with_bert
         ec.with_length_drops(result.runs, 32, 256)
 
 
+def test_the_span_study_is_read_on_comparisons_fixed_before_its_seeded_runs():
+    """SpanBERT's three comparisons come first, then whole-word and span + SBO against token
+    masking, each on the three held-out masks and the four fine-tuned scores, with the margin of
+    what each measures; they read by the verdict rule (here on the 600-step study's log, which
+    has every score but the answer-span task)."""
+    from mini_bert.train.stats import compare, verdict
+
+    comparisons = ec.span_comparisons(ec.SPAN_MASKING_3300)
+    pairs = list(dict.fromkeys((c.arm, c.baseline) for c in comparisons))
+    assert pairs == [("span", "token"), ("span", "whole-word"), ("span-sbo", "span"), ("whole-word", "token"),
+                     ("span-sbo", "token")]
+    assert list(ec.SPAN_HEADLINE) == pairs[:3]
+    masked = {"test.mlm@32.accuracy", "test.whole_word@32.accuracy", "test.span@32.accuracy"}
+    fine_tuned = {"test.topic_full.accuracy", "test.topic_frozen.accuracy", "test.pairs_full.accuracy",
+                  "test.answer_span.accuracy"}
+    assert set(ec.SPAN_DOWNSTREAM) == fine_tuned
+    for pair in pairs:
+        read = {c.metric: c.margin for c in comparisons if (c.arm, c.baseline) == pair}
+        assert read == {**{m: 0.005 for m in masked}, **{m: 0.02 for m in fine_tuned}}
+    early = ec.load_study("span-masking")
+    present = [c for c in comparisons if c.metric != "test.answer_span.accuracy"]
+    read = compare(present, early.runs)
+    assert len(read) == 30 and all(found.difference.n == 3 for _, found in read)
+    c, found = read[0]
+    by = {arm: {r["seed"]: r["metrics"][c.metric] for r in early.runs if r["arm"] == arm}
+          for arm in (c.arm, c.baseline)}
+    assert found == verdict(by[c.arm], by[c.baseline], c.margin)
+    with pytest.raises(ValueError, match="has no arm 'span', 'span-sbo', 'token', 'whole-word'"):
+        ec.span_comparisons(ec.ATTENTION_POSITIONS_3300)
+
+
 def test_the_shipped_3300_step_length_study_is_complete_current_and_passes_its_preconditions():
     name = "attention-positions-3300"
     result, study = ec.load_study(name), ec.get_study(name)

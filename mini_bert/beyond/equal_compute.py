@@ -44,8 +44,8 @@ from ..build.objectives import MaskedLM, Objective
 from ..build.tokenization import default_tokenizer
 from ..core.cache import code_version
 from ..core.runtime import preserved_random_state, seed_everything
-from ..improve.ablations import (DOWNSTREAM, DOWNSTREAM_1000, MARGINS, UNTRAINED, Downstream, downstream_scores,
-                        replay_training, split_downstream_counts, training_curve)
+from ..improve.ablations import (DOWNSTREAM, DOWNSTREAM_1000, DOWNSTREAM_VERDICTS, MARGINS, UNTRAINED, Downstream,
+                                 downstream_scores, replay_training, split_downstream_counts, training_curve)
 from ..train.batches import EVAL_MASKING_SEED, PretrainingData, recipe_batches, unigram_token
 from ..train.checkpoint import save_checkpoint
 from ..train.engine import seed_list
@@ -667,6 +667,36 @@ def median_train_seconds(result: GridResult, arm: str) -> float:
     mid = len(values) // 2
     return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
 
+
+
+# ============================================================================================
+# Reading the span study: the comparisons fixed before its seeded runs (plan-3300.md)
+# ============================================================================================
+
+# SpanBERT's own comparisons (Joshi et al. 2019: random spans against subword tokens and whole
+# words in its masking-scheme ablation; span masking with and without the SBO in its objectives
+# ablation), read on the span-selection task: the headline rows.
+SPAN_HEADLINE = (("span", "token"), ("span", "whole-word"), ("span-sbo", "span"))
+# The fine-tuned scores a verdict of the span study reads: chapter 10's three runs and the
+# answer-span task. Each pretrained arm must beat the untrained control on every one of them
+# (ablations.preconditions(result, downstream=SPAN_DOWNSTREAM)) before any comparison counts.
+SPAN_DOWNSTREAM = (*DOWNSTREAM_VERDICTS, "test.answer_span.accuracy")
+
+
+def span_comparisons(study: Study) -> list[Comparison]:
+    """What the span study compares, fixed before its seeded runs: SpanBERT's three comparisons
+    (SPAN_HEADLINE), then whole-word and span + SBO against token masking, each on the study's
+    held-out masked scores and on SPAN_DOWNSTREAM. Margins: 0.005 on a masked-token accuracy
+    (any mask), 0.02 on a fine-tuned task."""
+    pairs = [*SPAN_HEADLINE, ("whole-word", "token"), ("span-sbo", "token")]
+    missing = sorted({arm for pair in pairs for arm in pair} - set(study.arms))
+    if missing:
+        raise ValueError(f"study {study.name!r} has no arm {', '.join(map(repr, missing))}: span_comparisons "
+                         "reads a study of token, whole-word, span and span-sbo masking (SPAN_MASKING_3300)")
+    masked = [m for m in study.metrics if "@" in m]
+    return [Comparison(metric, arm, baseline, MARGINS["mlm"] if metric in masked else MARGINS["downstream"],
+                       f"is {arm} above or below {baseline} on {metric}?")
+            for arm, baseline in pairs for metric in (*masked, *SPAN_DOWNSTREAM)]
 
 
 # ============================================================================================
