@@ -1,4 +1,4 @@
-"""mini_bert.views.score_table, the score table of chapters 16-18."""
+"""mini_bert.views.tables: the score table of chapters 16-18, the sweep table, signed numbers and intervals."""
 from __future__ import annotations
 
 import statistics
@@ -89,3 +89,24 @@ def test_precondition_and_verdict_tables():
     v = verdict({0: 0.30, 1: 0.31, 2: 0.32}, {0: 0.20, 1: 0.20, 2: 0.21}, 0.02)
     table = verdict_table([("a − b", "topics", v)]).splitlines()
     assert table[2] == f"| a − b | topics | {interval(v.difference)} | different |"
+
+
+def test_a_sweep_table_has_a_column_per_rate_tried_and_each_arms_choice():
+    from mini_bert.views.tables import sweep_table
+
+    def run(arm, lr, score):
+        return {"arm": f"{arm}-lr{lr:g}", "seed": 0, "recipe": {"lr": lr}, "metrics": {"v": score}}
+
+    records = [run("a", 1e-3, 0.30), run("a", 2e-3, 0.32), run("a", 4e-3, 0.31),
+               run("b", 2e-3, 0.20), run("b", 4e-3, 0.25), run("b", 8e-3, 0.21),
+               {"arm": "untrained", "seed": 0, "recipe": {"lr": 1e-3}, "metrics": {"v": 0.0}}]
+    table = sweep_table(records, "v", {"b": "model B", "a": "model A"}, {"a": 2e-3, "b": 4e-3})
+    lines = table.splitlines()
+    assert lines[0] == "| model | 0.001 | 0.002 | 0.004 | 0.008 | chosen |"  # every rate tried, in order
+    assert lines[1] == "|---|---:|---:|---:|---:|---:|"
+    got = cells(table)
+    assert list(got) == ["model B", "model A"]  # in the order given; the control is not a sweep arm
+    assert got["model A"] == ["0.300", "0.320", "0.310", "", "0.002"]  # blank: a rate it did not try
+    assert got["model B"] == ["", "0.200", "0.250", "0.210", "0.004"]
+    with pytest.raises(ValueError, match=r"no sweep runs of arm\(s\) \['c'\]"):
+        sweep_table(records, "v", {"a": "A", "c": "C"}, {"a": 2e-3})

@@ -17,8 +17,9 @@ One module per view, in book order (every public name is also here, `from mini_b
 - `grid` (Part III): the arm chooser on a shipped grid. `choose_arms` restricts a grid's log to
   some arms read against one of them, `comparison_html` tables it, `grid_chooser` / `GridChooser`
   make it interactive; mini_bert.train.grids.plot_grid on `choose_arms` is the static twin.
-- `tables` (chapters 16-18): `score_table`, a Markdown table of every model's scores, mean ± sd
-  over seeds.
+- `tables`: `score_table` (chapters 16-18), a Markdown table of every model's scores, mean ± sd
+  over seeds; `precondition_table`, `verdict_table` and `sweep_table` (a learning-rate sweep's
+  scores by rate), which Part III and chapter 15 import from the module.
 - `figures`: the book's figure standard (width, fonts, labels in words, shared ranges):
   `use_book_style`, `subplots`, `metric_label`, `readable`, `share_range`, `figure_problems`.
 - `common`: the shared helpers (the ipywidgets import, HTML escaping, a figure as PNG) and

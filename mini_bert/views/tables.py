@@ -51,3 +51,27 @@ def verdict_table(rows: Sequence[tuple[str, str, object]]) -> str:
     for label, score, found in rows:
         lines.append(f"| {label} | {score} | {interval(found.difference)} | {found.kind} |")
     return "\n".join(lines)
+
+
+def sweep_table(records: Sequence[dict], metric: str, rows: Mapping[str, str],
+                chosen: Mapping[str, float]) -> str:
+    """A Markdown table of a learning-rate sweep's log (records of arms named "{arm}-lr{rate}",
+    mini_bert.train.grids.sweep_arm): a row per arm (rows: {arm: the name shown}), a column per
+    rate tried by any arm (a blank where this arm did not try it), each cell the arm's `metric`
+    at that rate, and the rate chosen (`chosen`, grids.chosen_rates' answer)."""
+    tried = {}
+    for r in records:
+        arm, sep, _ = r["arm"].rpartition("-lr")
+        if sep and arm in rows:
+            tried.setdefault(arm, {})[r["recipe"]["lr"]] = r["metrics"][metric]
+    missing = [arm for arm in rows if arm not in tried]
+    if missing:  # a misspelt arm would otherwise print as a row of blanks
+        raise ValueError(f"no sweep runs of arm(s) {missing}; the sweep's arms are named "
+                         f"{sorted({r['arm'] for r in records})}")
+    rates = sorted({lr for by_rate in tried.values() for lr in by_rate})
+    table = ["| model | " + " | ".join(f"{lr:g}" for lr in rates) + " | chosen |",
+             "|---|" + "---:|" * (len(rates) + 1)]
+    for arm, name in rows.items():
+        cells = [f"{tried[arm][lr]:.3f}" if lr in tried[arm] else "" for lr in rates]
+        table.append(f"| {name} | " + " | ".join(cells) + f" | {chosen[arm]:g} |")
+    return "\n".join(table)
