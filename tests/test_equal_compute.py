@@ -380,21 +380,29 @@ def test_the_span_study_is_read_on_comparisons_fixed_before_its_seeded_runs():
         ec.span_comparisons(ec.ATTENTION_POSITIONS_3300)
 
 
-def test_the_shipped_3300_step_length_study_is_complete_current_and_passes_its_preconditions():
-    name = "attention-positions-3300"
+@pytest.mark.parametrize("name, downstream, steps", [
+    # the length study: each family at its equal-FLOPs steps, read on MLM only
+    ("attention-positions-3300", (), ec.EQUAL_FLOPS_STEPS_3300),
+    # the span study: SpanBERT compares at equal steps, and every arm is fine-tuned
+    ("span-masking-3300", ec.SPAN_DOWNSTREAM, dict.fromkeys(ec.SPAN_MASKING_3300.arms, 3300)),
+])
+def test_the_shipped_3300_step_studies_are_complete_current_and_pass_their_preconditions(
+        name, downstream, steps):
     result, study = ec.load_study(name), ec.get_study(name)
     assert not result.stale, "check it: python -m mini_bert provenance"
     assert sorted((r["arm"], r["seed"]) for r in result.runs) == sorted(
         (arm, seed) for arm in (*study.arms, UNTRAINED) for seed in range(5))
     assert read_results(result.path)["command"] == ec.study_command(name, range(5), "cpu")
-    for record in result.runs:  # each family at its swept rate, its equal-FLOPs steps
+    for record in result.runs:  # each arm at its swept rate and its steps
         assert record["recipe"] == json.loads(json.dumps(study.recipe(record["arm"], "cpu", record["seed"]).to_dict()))
         if record["arm"] != UNTRAINED:
-            assert record["steps"] == ec.EQUAL_FLOPS_STEPS_3300[record["arm"]]
+            assert record["steps"] == steps[record["arm"]]
             assert record["recipe"]["lr"] == study.chosen_lr[record["arm"]]
     from mini_bert.improve.ablations import preconditions
-    found = preconditions(result, downstream=())
-    assert len(found) == 3 and all(p.holds for p in found), [str(p) for p in found if not p.holds]
+    found = preconditions(result, downstream=downstream)
+    # one per arm and fine-tuned score, and one per arm that it left the unigram plateau
+    assert len(found) == len(study.arms) * (len(downstream) + 1)
+    assert all(p.holds for p in found), [str(p) for p in found if not p.holds]
 
 
 def test_a_logged_run_replays_window_for_window_with_its_familys_objectives(cache):
@@ -412,6 +420,18 @@ def test_a_logged_run_replays_window_for_window_with_its_familys_objectives(cach
     assert not other[0]["close"], other
     with pytest.raises(ValueError, match="no training curve to replay"):
         ec.replay(ec.ATTENTION_POSITIONS_3300, UNTRAINED, 0, {})
+
+
+def test_a_logged_span_run_replays_with_its_boundary_objective(cache):
+    """The span study's seed-0 run of span masking + SBO trained again through ec.replay for its
+    first twentieth (165 of 3,300 steps, under a minute of one core): span masks and the boundary
+    head, the run's own start, give its logged MLM loss within ablations.REPLAY_TOLERANCE."""
+    result = ec.load_study("span-masking-3300")
+    logged = next(r for r in result.runs if (r["arm"], r["seed"]) == ("span-sbo", 0))["curve"]
+    assert "sbo_loss" in logged  # the log kept the boundary objective's loss beside MLM's
+    rows = ec.replay(ec.SPAN_MASKING_3300, "span-sbo", 0, logged, windows=1)
+    assert [row["step"] for row in rows] == logged["step"][:1] == [165]
+    assert all(row["close"] for row in rows), rows
 
 
 def test_the_shipped_electra_sweep_fails_its_precondition_at_every_rate():
