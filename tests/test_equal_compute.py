@@ -424,7 +424,7 @@ def test_a_logged_run_replays_window_for_window_with_its_familys_objectives(cach
 
 def test_a_logged_span_run_replays_with_its_boundary_objective(cache):
     """The span study's seed-0 run of span masking + SBO trained again through ec.replay for its
-    first twentieth (165 of 3,300 steps, under a minute of one core): span masks and the boundary
+    first twentieth (165 of 3,300 steps, one to three minutes of one core): span masks and the boundary
     head, the run's own start, give its logged MLM loss within ablations.REPLAY_TOLERANCE."""
     result = ec.load_study("span-masking-3300")
     logged = next(r for r in result.runs if (r["arm"], r["seed"]) == ("span-sbo", 0))["curve"]
